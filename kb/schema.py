@@ -97,6 +97,7 @@ class Fix(_Model):
     priority: int = Field(ge=1)
     text: Text | None = None
     code: CodeSnippet | None = None
+    addresses: list[str] = Field(default=[], description="cause ids this fix acts on (empty: general fix)")
     citation: Citation
 
 
