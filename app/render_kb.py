@@ -102,7 +102,7 @@ def render_record(record: Record, console: Console, lang: str = "en") -> None:
 def render_passage(passage: Passage, console: Console, lang: str = "en") -> None:
     """Print one passage with its source text (English where the team translated it) and citation."""
     labels = _LABELS[lang]
-    body = passage.text_en if lang == "en" and passage.text_en else passage.text
+    body = passage.body(lang)
     parts: list = [RichText(body)]
     if passage.truncated:
         parts.append(RichText(labels["truncated"], style="italic red"))

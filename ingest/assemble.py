@@ -1,4 +1,4 @@
-"""Assemble records and passages from the parsed guide, its translations, the overlay and the runbooks.
+"""Assemble records and passages from the parsed guide, the overlay, the runbooks and their translations.
 
 Guide content a record owns comes first (in the guide's order), then runbook items, then guide units
 the overlay says a mode only cites. Every item carries a :class:`Citation` whose ``quote`` is verbatim
@@ -8,15 +8,18 @@ source text inside its line range; runbook items are always ``source_kind="runbo
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
 from assistant.errors import KnowledgeBaseError
 from ingest.guide import Block, Guide, Section, Subsection
-from ingest.markdown import MdItem, MdSection, Runbook, parse_items
+from ingest.markdown import MdItem, MdSection, Runbook, slugify
 from ingest.overlay import Cite, GuideMap, Overlay, TableMap
-from ingest.translations import Translations, has_cjk, tree_label
+from ingest.translations import (
+    LANG_NAMES, Lang, Translations, has_cjk, needs_translation, text_language, tree_label,
+)
 from kb import taxonomy
 from kb.schema import (
     Cause, Citation, CodeSnippet, Fix, LineSpan, Passage, Record, Step, Symptom, Table, TableRow, Text,
@@ -319,8 +322,55 @@ def _apply_cites(guides: dict[str, Guide], overlay: Overlay, translations: dict[
                 warnings.append(f"overlay modes.{mode}.cites: {err}")
 
 
-def _rb_text(text: str) -> Text:
-    return Text(zh=text) if has_cjk(text) else Text(en=text)
+class _RunbookText:
+    """Bilingual text for runbook units: the runbook's own words plus the team's translation, if it has one."""
+
+    def __init__(self, rb: Runbook, translations: Mapping[str, Translations], warnings: list[str]):
+        self.rb = rb
+        self.translations = translations
+        self.warnings = warnings
+        self._warned: set[tuple[str, str]] = set()
+
+    def translate(self, unit: str, target: Lang) -> str | None:
+        """``unit`` in ``target``: itself if nothing needs translating, else the translation file's entry."""
+        if not needs_translation(unit, target):
+            return unit
+        tr = self.translations.get(target)
+        if tr is None:  # a runbook without a translation file is simply single-language
+            return None
+        out = tr.get(unit)
+        if out is None and (target, unit) not in self._warned:  # a heading is both title and passage text
+            self._warned.add((target, unit))
+            self.warnings.append(f"{tr.path.name}: no {LANG_NAMES[target]} translation for {unit!r}")
+        return out
+
+    def text(self, unit: str) -> Text:
+        lang = text_language(unit)
+        other: Lang = "en" if lang == "zh" else "zh"
+        return Text(**{lang: unit, other: self.translate(unit, other)})
+
+    def passage_text(self, sec: MdSection, items: list[MdItem], target: Lang) -> str | None:
+        """The passage re-written in ``target`` unit by unit (code verbatim).
+
+        None if nothing in it needs translating into ``target`` or a unit has no translation.
+        """
+        if not any(needs_translation(u, target) for u in [sec.heading] + [i.text for i in items if i.text]):
+            return None
+        heading = self.translate(sec.heading, target)
+        if heading is None:
+            return None
+        blocks = ["#" * sec.level + " " + heading]
+        for item in items:
+            lines = []
+            if item.text:
+                text = self.translate(item.text, target)
+                if text is None:
+                    return None
+                lines.append(item.marker + text)
+            for c in item.code:  # the fence lines around the content, verbatim
+                lines.append(self.rb.span_text(c.start - 1, min(c.end + 1, sec.end)))
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks)
 
 
 def _rb_citation(rb: Runbook, sec: MdSection, start: int, end: int, quote: str) -> Citation:
@@ -335,9 +385,21 @@ def _rb_snippets(rb: Runbook, sec: MdSection, item: MdItem) -> list[CodeSnippet]
             for c in item.code]
 
 
-def _assemble_runbook(rb: Runbook, overlay: Overlay, builders: dict[str, _ModeBuilder],
-                      passages: dict[str, Passage], warnings: list[str]) -> tuple[list, list]:
+def _passage_id(rb: Runbook, sec: MdSection) -> str:
+    """``<stem>-overview`` for the runbook's title section, ``<stem>-<slug>`` otherwise (the stem never twice)."""
     stem = rb.name.rsplit(".", 1)[0]
+    if sec is rb.title():
+        return f"{stem}-overview"
+    stem_slug = slugify(stem, max_len=len(stem)) or stem
+    if sec.slug == stem_slug or sec.slug.startswith(stem_slug + "-"):
+        return sec.slug
+    return f"{stem}-{sec.slug}"
+
+
+def _assemble_runbook(rb: Runbook, overlay: Overlay, builders: dict[str, _ModeBuilder],
+                      passages: dict[str, Passage], warnings: list[str],
+                      translations: Mapping[str, Translations]) -> tuple[list, list]:
+    reader = _RunbookText(rb, translations, warnings)
     rec_ids: list[str] = []
     pas_ids: list[str] = []
     for sec in rb.sections:
@@ -346,25 +408,26 @@ def _assemble_runbook(rb: Runbook, overlay: Overlay, builders: dict[str, _ModeBu
             b.cite(_rb_citation(rb, sec, sec.line, sec.end, rb.lines[sec.line - 1].strip()))
             b.owns.append(LineSpan(source=rb.name, start_line=sec.line, end_line=max(sec.line, sec.intro_end)))
             for item in sec.intro:
-                b.intro.append(_rb_text(item.text))
+                b.intro.append(reader.text(item.text))
             for part in sec.parts:
                 b.owns.append(LineSpan(source=rb.name, start_line=part.line, end_line=part.end))
                 for item in part.items:
-                    _runbook_item(rb, sec, part.kind, item, b, warnings)
+                    _runbook_item(rb, reader, sec, part.kind, item, b, warnings)
             if sec.mode not in rec_ids:
                 rec_ids.append(sec.mode)
             continue
-        body = rb.span_text(sec.body_start, sec.end).strip("\n") if sec.body_start <= sec.end else ""
-        if not body.strip():
+        items = rb.passage_items(sec)
+        if items is None:
             continue
-        pid = f"{stem}-{sec.slug}"
+        pid = _passage_id(rb, sec)
         if pid in passages:  # never overwrite another source's passage
             warnings.append(f"{rb.name}:{sec.line}: passage id {pid} already taken; using {pid}-{sec.line}")
             pid = f"{pid}-{sec.line}"
-        items = [] if sec.body_start > sec.end else _items_in(rb, sec)
         code = [s for item in items for s in _rb_snippets(rb, sec, item)]
+        text_zh, text_en = (reader.passage_text(sec, items, lang) for lang in ("zh", "en"))
         passages[pid] = Passage(
-            id=pid, title=_rb_text(sec.heading), text=rb.span_text(sec.line, sec.end), code=code,
+            id=pid, title=reader.text(sec.heading), text=rb.span_text(sec.line, sec.end), code=code,
+            text_zh=text_zh, text_en=text_en,
             failure_modes=[sec.parent_mode] if sec.parent_mode else [],
             citation=_rb_citation(rb, sec, sec.line, sec.end, rb.lines[sec.line - 1].strip()),
             owns=[LineSpan(source=rb.name, start_line=sec.line, end_line=sec.end)],
@@ -373,33 +436,27 @@ def _assemble_runbook(rb: Runbook, overlay: Overlay, builders: dict[str, _ModeBu
     return rec_ids, pas_ids
 
 
-def _items_in(rb: Runbook, sec: MdSection) -> list[MdItem]:
-    return parse_items(rb.lines, sec.body_start, sec.end, [], rb.name)
-
-
-def _runbook_item(rb: Runbook, sec: MdSection, kind: str, item: MdItem, b: _ModeBuilder, warnings: list[str]) -> None:
+def _runbook_item(rb: Runbook, reader: _RunbookText, sec: MdSection, kind: str, item: MdItem, b: _ModeBuilder,
+                  warnings: list[str]) -> None:
     snippets = _rb_snippets(rb, sec, item)
     cit = _rb_citation(rb, sec, item.start, item.end, item.quote)
-    text = _rb_text(item.text) if item.text else None
+    text = reader.text(item.text) if item.text and kind != "causes" else None  # a cause's text drops its id
     if kind == "symptoms":
         if text is None:
             warnings.append(f"{rb.name}:{item.start}: symptom without text skipped")
             return
         b.symptoms.append(Symptom(text=text, citation=cit))
     elif kind == "causes":
-        parsed = item.cause()
+        parsed = item.record_cause()
         if parsed is None:
             warnings.append(f"{rb.name}:{item.start}: cause item has no `cause-id`; skipped")
             return
-        cause_id, likelihood, cause_text = parsed
+        cause_id, likelihood, cause_text, detection = parsed
         if any(c.id == cause_id for c in b.causes):
             warnings.append(f"{rb.name}:{item.start}: cause {cause_id} of {b.mode} already given; kept the first")
             return
-        detection = _rb_text(item.detection[:1].upper() + item.detection[1:]) if item.detection else None
-        cause_text = cause_text or cause_id.replace("-", " ")
-        cause_text = cause_text[:1].upper() + cause_text[1:]  # "`id` (high): each worker…" reads as a sentence
-        b.causes.append(Cause(id=cause_id, text=_rb_text(cause_text), likelihood=likelihood, detection=detection,
-                              citation=cit))
+        b.causes.append(Cause(id=cause_id, text=reader.text(cause_text), likelihood=likelihood,
+                              detection=reader.text(detection) if detection else None, citation=cit))
     elif kind == "diagnosis":
         b.diagnosis.append(Step(text=text, code=snippets[0] if snippets else None, citation=cit))
         b.diagnosis.extend(Step(code=s, citation=s.citation) for s in snippets[1:])
@@ -445,8 +502,12 @@ def _build_record(b: _ModeBuilder, overlay: Overlay) -> Record:
 
 
 def assemble(guides: dict[str, Guide], translations: dict[str, Translations], runbooks: list[Runbook],
-             overlay: Overlay) -> Assembly:
+             overlay: Overlay, runbook_translations: Mapping[str, Mapping[str, Translations]] | None = None) -> Assembly:
     """Build every record and passage.
+
+    ``translations`` holds each guide's English; ``runbook_translations`` maps a runbook's name to its
+    translation files by target language (``{"zh": …}`` for an English runbook). A runbook without one
+    keeps its own language only.
 
     A source whose content cannot be assembled (a guide that no longer fits the overlay, a runbook item
     that fails validation) is left out whole and listed in ``Assembly.skipped``; the others still ingest.
@@ -473,7 +534,8 @@ def assemble(guides: dict[str, Guide], translations: dict[str, Translations], ru
                                                               builders, passages, warnings))
     for rb in runbooks:
         warnings.extend(rb.warnings)
-        attempt(rb.name, lambda r=rb: _assemble_runbook(r, overlay, builders, passages, warnings))
+        rb_tr = (runbook_translations or {}).get(rb.name, {})
+        attempt(rb.name, lambda r=rb, t=rb_tr: _assemble_runbook(r, overlay, builders, passages, warnings, t))
     # Guide units a mode only cites come last: where a runbook fills a mode, its priority order leads.
     live = {n: g for n, g in guides.items() if n in by_source}
     _apply_cites(live, overlay, translations, builders, warnings)

@@ -15,6 +15,8 @@ Convention (documented for runbook authors in ``kb/sources/team-runbook.md``):
   detect it. A fix item may name the causes it acts on in a line ``Addresses: `cause-id`, `cause-id` ``
   (or ``针对：…``).
 * Sections without a mode become passages. Everything from a runbook is cited with ``source_kind="runbook"``.
+* The team may translate a runbook into the language it lacks in ``kb/translations/<stem>.zh.yaml`` (or
+  ``.en.yaml``), keyed by each unit's exact text (see :mod:`ingest.translations`); the runbook stays the quote.
 
 Runbooks are repository data, but may come from anyone, so patterns use RE2 (linear time).
 """
@@ -76,6 +78,7 @@ class MdItem:
     lines: list[str] = field(default_factory=list)
     quote: str = ""
     code: list[MdCode] = field(default_factory=list)
+    marker: str = ""  # the list marker as written ("- ", "1. "); empty for a paragraph
 
     @property
     def text(self) -> str:
@@ -104,6 +107,15 @@ class MdItem:
         if not m:
             return None
         return m.group(1), _LIKELIHOOD.get(m.group(2) or ""), m.group(3).strip()
+
+    def record_cause(self) -> tuple[str, str | None, str, str | None] | None:
+        """``(id, likelihood, text, detection)`` as a record shows them (texts read as sentences)."""
+        parsed = self.cause()
+        if parsed is None:
+            return None
+        cause_id, likelihood, text = parsed
+        detection = sentence(self.detection) if self.detection else None
+        return cause_id, likelihood, sentence(text or cause_id.replace("-", " ")), detection
 
 
 @dataclass
@@ -141,6 +153,22 @@ class Runbook:
 
     def span_text(self, start: int, end: int) -> str:
         return "\n".join(self.lines[start - 1 : end])
+
+    def passage_items(self, sec: MdSection) -> list[MdItem] | None:
+        """The items of a section without a failure mode, or None if its body is empty (it makes no passage)."""
+        if sec.mode or sec.body_start > sec.end or not self.span_text(sec.body_start, sec.end).strip():
+            return None
+        return parse_items(self.lines, sec.body_start, sec.end, [], self.name)
+
+    def title(self) -> MdSection | None:
+        """The runbook's title: its first heading, if that is a level-1 heading without a failure mode."""
+        first = self.sections[0] if self.sections else None
+        return first if first is not None and first.level == 1 and not first.mode else None
+
+
+def sentence(text: str) -> str:
+    """``text`` with its first letter upper-cased: "`id` (high): each worker…" reads as a sentence without the id."""
+    return text[:1].upper() + text[1:]
 
 
 def slugify(text: str, max_len: int = 40) -> str:
@@ -214,7 +242,8 @@ def parse_items(lines: list[str], start: int, end: int, warnings: list[str], whe
             continue
         m = _LIST_ITEM.match(line)
         if m:
-            current = MdItem(no, no, [m.group(1).strip()], quote=m.group(1).rstrip())
+            current = MdItem(no, no, [m.group(1).strip()], quote=m.group(1).rstrip(),
+                             marker=line[: len(line) - len(m.group(1))].strip() + " ")
             items.append(current)
         elif current is not None and (not prev_blank or line.startswith(("  ", "\t"))) and not current.code:
             current.lines.append(line.strip())

@@ -21,7 +21,7 @@ from ingest.guide import Guide, parse_guide
 from ingest.markdown import Runbook, parse_runbook
 from ingest.overlay import load_overlay
 from ingest.sources import list_sources, read_text, source_kind
-from ingest.translations import Translations, translations_path
+from ingest.translations import LANGS, Translations, translations_path
 from kb.store import MODES_DIR, PASSAGES_DIR, dump
 
 MANIFEST = "manifest.json"
@@ -141,6 +141,7 @@ def build_outputs(settings: Settings, sources_dir: Path | None = None,
     overlay = load_overlay(overlay_path)
     guides: dict[str, Guide] = {}
     translations: dict[str, Translations] = {}
+    runbook_translations: dict[str, dict[str, Translations]] = {}
     translation_bytes: dict[str, bytes] = {}
     runbooks: list[Runbook] = []
     skipped: list[SkippedSource] = []
@@ -167,14 +168,25 @@ def build_outputs(settings: Settings, sources_dir: Path | None = None,
                     warnings.append(f"{tpath.name}: {len(stale)} key(s) not in the guide: {stale[:3]}")
                 guides[path.name] = guide
             else:
-                runbooks.append(parse_runbook(path.name, text))
+                runbook = parse_runbook(path.name, text)
+                runbook_translations[path.name] = {}
+                for lang in LANGS:  # a runbook may have a translation file into either language, or none
+                    tpath = translations_path(settings.kb_dir, path.name, lang)
+                    if not tpath.is_file():
+                        continue
+                    tr = runbook_translations[path.name][lang] = Translations.load(tpath)
+                    translation_bytes[tpath.name] = tpath.read_bytes()
+                    stale = tr.stale(runbook)
+                    if stale:
+                        warnings.append(f"{tpath.name}: {len(stale)} key(s) not in the runbook: {stale[:3]}")
+                runbooks.append(runbook)
             read[path.name] = (kind, data, len(text.splitlines()))
         except InputError as err:
             skipped.append(SkippedSource(file=path.name, reason=str(err)))
         except OSError as err:
             skipped.append(SkippedSource(file=path.name, reason=f"{path.name}: cannot read ({err.strerror})"))
     note("assembling records")
-    result = assemble(guides, translations, runbooks, overlay)
+    result = assemble(guides, translations, runbooks, overlay, runbook_translations)
     warnings.extend(result.warnings)
     for name, reason in result.skipped:
         skipped.append(SkippedSource(file=name, reason=reason))

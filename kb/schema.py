@@ -1,8 +1,9 @@
 """Pydantic models of the knowledge base: records (symptom → cause → fix) and cited passages.
 
 Everything user-facing in a record carries a :class:`Citation` into a file under ``kb/sources/``.
-Chinese text is the source's own words (verbatim where it comes from the guide); English text is
-the team's translation, kept in ``kb/translations/`` and never cited as if the guide said it.
+Text in a source's own language is the source's words (the guide's Chinese, the team runbook's English);
+the other language is the team's translation, kept in ``kb/translations/`` and never cited as if the
+source said it.
 """
 
 from __future__ import annotations
@@ -149,9 +150,14 @@ class Passage(_Model):
     title: Text
     text: str = Field(description="the section's text as in the source")
     text_en: str | None = None
+    text_zh: str | None = Field(default=None, description="the team's Chinese for a passage of an English runbook")
     code: list[CodeSnippet] = []
     tables: list[Table] = []
     failure_modes: list[FailureMode] = Field(default=[], description="modes this passage is relevant to")
     truncated: bool = Field(default=False, description="the source stops mid-section")
     citation: Citation
     owns: list[LineSpan] = []
+
+    def body(self, lang: str) -> str:
+        """The passage text in ``lang`` ('zh' or 'en') where a translation exists, else the source's text."""
+        return (self.text_zh if lang == "zh" else self.text_en) or self.text

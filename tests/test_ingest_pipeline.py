@@ -153,3 +153,21 @@ def test_odd_markdown_never_breaks_ingest(tmp_path):
     crlf = next(s for s in report.sources if s.file == "crlf.md")
     assert crlf.records == ["cpu-oom"]
     assert any("cause item has no `cause-id`" in w for w in report.warnings)
+
+
+def test_runbook_passage_ids_never_repeat_the_file_stem():
+    from ingest.assemble import assemble
+    from ingest.markdown import parse_runbook
+    from ingest.overlay import load_overlay
+
+    text = ("# Team notes: on-call\n\nWho writes this.\n\n## Team notes on tooling\n\nMore.\n\n"
+            "## Background\n\nWhy.\n\n## Empty\n\n## Overview\n\nA section that happens to be called that.\n")
+    result = assemble({}, {}, [parse_runbook("team-notes.md", text)], load_overlay(KB_DIR / "overlay.yaml"))
+    assert list(result.passages) == ["team-notes-overview", "team-notes-on-tooling", "team-notes-background",
+                                     "team-notes-overview-15"]
+    assert result.passages["team-notes-overview"].citation.section == "team-notes-on-call"
+    # A runbook that opens with a level-2 heading has no title section.
+    other = assemble({}, {}, [parse_runbook("x.md", "## Notes\n\ntext\n")], load_overlay(KB_DIR / "overlay.yaml"))
+    assert list(other.passages) == ["x-notes"]
+    committed = {s.file: s.passages for s in run_ingest(_settings(), check=True).sources}
+    assert committed["team-runbook.md"] == ["team-runbook-overview", "team-runbook-how-this-file-is-read"]
