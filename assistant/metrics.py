@@ -1,0 +1,451 @@
+"""Metric series from training logs, analysed as they stream past (bounded memory).
+
+Recognises HF Trainer dict lines (``{'loss': 2.31, 'grad_norm': 1.2, ...}``), ``key=value`` and
+``key: value`` lines, DeepSpeed (``[Rank 0] step=..., lr=[...]``, ``samples/sec``), Megatron
+(``iteration 120/ 1000 | lm loss: 2.3E+00 | grad norm: ...``), tqdm bars and postfixes
+(``123/1000 [..., 1.5it/s, loss=2.31]``) and nvidia-smi tables (``45%  Default``).
+
+Findings are relative to the series itself: a loss spike is a point far above the rolling median
+in units of the rolling MAD (robust to noise, no fixed loss threshold), a gradient explosion is
+an order of magnitude above the rolling median (or inf), a throughput drop is a sustained fall
+of the recent median below the earlier median. Every finding cites a step and an input line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from statistics import median
+
+import re2
+
+from assistant.models import MetricFinding, MetricsReport, SeriesSummary
+
+WINDOW = 50  # rolling window for medians
+MIN_POINTS = 5  # a finding needs at least this much history...
+FEW_POINTS = 3  # ...or this much, if the jump is also large in relative terms (short pastes)
+FEW_POINTS_RATIO = 1.5  # with little history a spike must exceed the median by 50 %
+SPIKE_Z = 6.0  # robust z-score (MAD units) above the rolling median
+EXPLOSION_RATIO = 10.0  # an order of magnitude above the rolling median
+DROP_RATIO = 0.6  # recent median below 60 % of the earlier median
+RECENT = 5  # points that must stay low for a drop to count as sustained
+LOW_GPU_UTIL = 40.0  # percent
+MAX_FINDINGS_PER_KIND = 5
+SHORT_SERIES = 60  # rate series this short are re-checked as a whole at the end
+
+# A prefilter for lines worth parsing (used by the one-pass scanner).
+# Lines with only step/lr (e.g. DeepSpeed's per-rank "step=…, lr=[…]") are not parsed: they carry
+# no series a finding is drawn from.
+METRIC_LINE_PATTERN = (
+    r"^.*(?:loss|grad.?norm|gnorm|it/s|s/it|per_sec|samples/s|persec|tokens/s|tok/s"
+    r"|throughput|tflops|\d+%\s+default|gpu-util|iteration\s+\d+|#\s*gpu\s|utilization\.gpu"
+    r"|^\s*\d+(?:\s+(?:\d+|-)){3,}\s*$|^\s*\d+\s*%\s*(?:,.*)?$).*$"
+)
+
+_KEY_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ ./()-")
+_NUM_CHARS = frozenset("0123456789.eE+-naNfiItyIFY")
+_NUM_START = frozenset("0123456789.+-nNiI")
+_NUM_STR = "0123456789.eE+-naNfiItyIFY"
+_DELIM_TABLE = str.maketrans({d: "\0" for d in "{},|[]'\";\t:=<>#"})
+_KEY_JUNK = "0123456789 _./()-"
+_SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient norm", "gnorm", "lr")
+_NOT_TRAINING = frozenset({"val", "eval", "valid", "validation", "test", "dev", "evaluation"})
+_VALUE_SKIP = " \t'\"[("
+_TQDM = re2.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")
+_TQDM_STEP = re2.compile(r"\|\s*(\d+)/(\d+)\s*\[")
+_MEGATRON = re2.compile(r"(?i)iteration\s+(\d+)\s*/\s*(\d+)")
+_SMI = re2.compile(r"(?i)(\d+)%\s+(?:default|e\. process|prohibited)")
+_GPU_UTIL = re2.compile(r"(?i)gpu[- _]?util(?:ization)?[^0-9\n]{0,12}(\d+(?:\.\d+)?)\s*%")
+
+LOSS_KEYS = {"loss", "lm loss", "lm_loss", "total_loss", "train/loss", "training_loss", "train loss"}
+GRAD_KEYS = {"grad_norm", "grad norm", "gnorm", "grad-norm", "gradient_norm", "total_norm", "global_grad_norm",
+             "train/grad_norm", "gradnorm", "global_norm", "grad_l2_norm", "gradient norm", "grad_norm_total"}
+LR_KEYS = {"learning_rate", "learning rate", "lr", "train/learning_rate"}
+STEP_KEYS = {"step", "global_step", "steps", "global step", "iter", "iteration", "train/global_step"}
+THROUGHPUT_KEYS = {"samples_per_second", "samples/sec", "samples/s", "currsamplespersec", "runningavgsamplespersec",
+                   "tokens_per_sec", "tokens/s", "tokens_per_second", "tok/s", "throughput", "tflops",
+                   "throughput_tokens_per_sec", "tokens per second"}
+STEP_TIME_KEYS = {"elapsed time per iteration (ms)", "iter time (s)", "step_time", "time_per_step",
+                  "iteration time"}
+
+
+def _num(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+KNOWN_KEYS = LOSS_KEYS | GRAD_KEYS | LR_KEYS | STEP_KEYS | THROUGHPUT_KEYS | STEP_TIME_KEYS | {"epoch"}
+
+
+def key_values(line: str) -> list[tuple[str, float]]:
+    """``(lowercase key, value)`` pairs of ``key: number`` / ``key=number`` / ``'key': number`` in a line.
+
+    A linear scan with string methods (no regex): for each ``:`` or ``=``, the value is the number
+    after it (quotes, ``[`` and ``(`` skipped) and the key the run of key characters before it,
+    shortened word by word until it is a known metric name ("train loss" in "Epoch 3 train loss").
+    """
+    out: list[tuple[str, float]] = []
+    seps: list[int] = []
+    for ch in ":=":
+        p = line.find(ch)
+        while p >= 0:
+            seps.append(p)
+            p = line.find(ch, p + 1)
+    seps.sort()
+    prev_end = 0
+    for i in seps:
+        if i < prev_end:
+            continue
+        # the value: skip quotes/brackets, then the run of number characters (str.lstrip runs in C)
+        window = line[i + 1 : i + 48]
+        rest = window.lstrip(_VALUE_SKIP)
+        if not rest or rest[0] not in _NUM_START:
+            continue
+        tail = rest[:32].lstrip(_NUM_STR)
+        raw = rest[: min(32, len(rest)) - len(tail)]
+        value = _num(raw) if raw else None
+        if value is None:
+            continue
+        # the key: after the last delimiter before the separator, at most 48 characters
+        e = i
+        while e > prev_end and line[e - 1] in " \t'\"":
+            e -= 1
+        start = max(prev_end, e - 48)
+        segment = line[start:e].translate(_DELIM_TABLE)  # every delimiter becomes NUL: one rfind finds the last
+        key = line[start + segment.rfind("\0") + 1 : e].lower().lstrip(_KEY_JUNK).rstrip()
+        while key and key not in KNOWN_KEYS and " " in key:
+            dropped, key = key.split(" ", 1)
+            if dropped in _NOT_TRAINING:
+                key = ""  # "val loss", "eval loss": not the training series
+            key = key.lstrip()
+        if key:
+            out.append((key, value))
+        prev_end = i + 1 + (len(window) - len(rest)) + len(raw)
+    found = {k for k, _ in out}
+    low = None
+    for kw in _SPACE_KEYS:
+        if kw in found:
+            continue
+        low = low if low is not None else line.lower()
+        out.extend(_space_value(line, low, kw))
+    return out
+
+
+def _space_value(line: str, low: str, kw: str) -> list[tuple[str, float]]:
+    """``loss 1.83`` / ``Step 4200`` (key, spaces, number — no separator): the first such pair."""
+    p = low.find(kw)
+    while p >= 0:
+        before = low[p - 1] if p else " "
+        after = p + len(kw)
+        rest = line[after : after + 40]
+        stripped = rest.lstrip(" \t")
+        if not (before.isalnum() or before == "_") and stripped is not rest and stripped[:1] in _NUM_START:
+            tail = stripped[:32].lstrip(_NUM_STR)
+            value = _num(stripped[: min(32, len(stripped)) - len(tail)])
+            if value is not None:
+                return [(kw, value)]
+        p = low.find(kw, p + 1)
+    return []
+
+
+@dataclass
+class _Series:
+    name: str
+    rank: str | None
+    window: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))
+    points: int = 0
+    first_step: float | None = None
+    last_step: float | None = None
+    last_value: float | None = None
+    dropped: bool = False
+    base: float | None = None
+    early: list = field(default_factory=list)  # first SHORT_SERIES points (value, step, line, text) of rate series
+
+
+class MetricsAnalyser:
+    """Feed lines one by one (``feed``); ``report()`` gives series summaries and findings."""
+
+    def __init__(self) -> None:
+        self.series: dict[str, _Series] = {}
+        self.findings: list[MetricFinding] = []
+        self._counts: dict[str, int] = {}
+        self.formats: set[str] = set()
+        self.entries = 0
+        self.last_step: float | None = None
+        self.total_steps: float | None = None
+        self._progress_step: float | None = None
+        self._progress_line = 0
+        self._first_low_util: tuple[int, float] | None = None
+        self._line: tuple[str | None, str] = (None, "")
+        self._dmon_sm: int | None = None  # column of "sm" in an `nvidia-smi dmon` header
+        self._csv_util = False  # an `nvidia-smi --query-gpu=utilization.gpu` header was seen
+        self.finding_lines: dict[int, tuple[str | None, str]] = {}  # line -> (rank, text) of kept findings
+
+    # -- parsing ----------------------------------------------------------------------------
+    def feed(self, number: int, body: str, rank: str | None = None) -> None:
+        """Parse one line (rank prefix already stripped) and update the series."""
+        if len(body) > 4000:
+            body = body[:4000]
+        self._line = (rank, body)
+        step: float | None = None
+        values: dict[str, float] = {}
+        low = body.lower()
+        m = _MEGATRON.search(body) if "iteration" in low else None
+        if m:
+            step, self.total_steps = float(m.group(1)), float(m.group(2))
+            self.formats.add("megatron")
+        m = _TQDM.search(body) if ("it/s" in body or "s/it" in body) else None
+        if m:
+            n, total = float(m.group(1)), float(m.group(2))
+            rate = float(m.group(3))
+            values["it/s"] = rate if m.group(4) == "it/s" else (1.0 / rate if rate else 0.0)
+            self._progress_step, self._progress_line = n, number
+            self.total_steps = total
+            self.formats.add("tqdm")
+            step = n
+        else:
+            m = _TQDM_STEP.search(body) if ("|" in body and "[" in body) else None
+            if m:
+                self._progress_step, self._progress_line = float(m.group(1)), number
+                self.total_steps = float(m.group(2))
+                self.formats.add("tqdm")
+                step = float(m.group(1))
+        for k, v in key_values(body):
+            if k in STEP_KEYS and step is None:
+                step = v
+            elif k in LOSS_KEYS:
+                values["loss"] = v
+            elif k in GRAD_KEYS:
+                values["grad_norm"] = v
+            elif k in LR_KEYS:
+                values["learning_rate"] = v
+            elif k in THROUGHPUT_KEYS:
+                values[k] = v
+            elif k in STEP_TIME_KEYS:
+                values["step_time"] = v
+            elif k == "epoch":
+                values["epoch"] = v
+        if "{" in body and ("loss" in values or "grad_norm" in values) and "'" in body:
+            self.formats.add("hf-dict")
+        elif "[Rank" in body or "samplespersec" in body.lower():
+            self.formats.add("deepspeed")
+        elif values and "megatron" not in self.formats and "tqdm" not in self.formats:
+            self.formats.add("key-value")
+        util = (_SMI.search(body), _GPU_UTIL.search(body)) if "%" in body else ()
+        for m in util:
+            if m:
+                self._gpu_util(number, float(m.group(1)), rank)
+                break
+        self._nvidia_tables(number, body, low, rank)
+        values.pop("epoch", None)
+        if not values:
+            return
+        self.entries += 1
+        if step is None and self._progress_step is not None and number - self._progress_line <= 50:
+            step = self._progress_step
+        for name, v in values.items():
+            self._add(name, v, step, number, rank)
+        if step is not None:
+            self.last_step = step if self.last_step is None else max(self.last_step, step)
+
+    def _nvidia_tables(self, number: int, body: str, low: str, rank: str | None) -> None:
+        # `nvidia-smi dmon` (header "# gpu ... sm mem ...", rows of numbers; the guide's §6 command) and
+        # `nvidia-smi --query-gpu=utilization.gpu --format=csv` ("utilization.gpu [%]", rows "23 %").
+        stripped = low.strip()
+        if stripped.startswith("#"):
+            cols = stripped.lstrip("#").split()
+            if cols[:1] == ["gpu"]:
+                self._dmon_sm = cols.index("sm") if "sm" in cols else None
+            return
+        if "utilization.gpu" in low:
+            self._csv_util = True
+            return
+        if self._dmon_sm is not None:
+            cells = stripped.split()
+            if len(cells) > self._dmon_sm and cells[0].isdigit() and cells[self._dmon_sm].isdigit():
+                self._gpu_util(number, float(cells[self._dmon_sm]), rank)
+                return
+        if self._csv_util:
+            first = stripped.split(",")[0].strip()
+            if first.endswith("%") and first[:-1].strip().isdigit():
+                self._gpu_util(number, float(first[:-1]), rank)
+
+    # -- analysis ---------------------------------------------------------------------------
+    def _add(self, name: str, value: float, step: float | None, number: int, rank: str | None) -> None:
+        s = self.series.get(name)
+        if s is None:
+            s = self.series[name] = _Series(name, rank)
+        if not math.isfinite(value):
+            if name == "loss":
+                self._finding("nan-onset", name, step, number, value, None,
+                              f"loss is {value} at {self._where(step, s.points)}")
+            elif name == "grad_norm" and math.isnan(value):
+                # NaN (not inf) gradients mean NaN already reached the weights or the loss — even when
+                # the Trainer's logging_nan_inf_filter hides the NaN loss itself.
+                self._finding("nan-onset", name, step, number, value, None,
+                              f"gradient norm is nan at {self._where(step, s.points)}")
+            elif name == "grad_norm":
+                self._finding("grad-explosion", name, step, number, value, None,
+                              f"gradient norm is {value} at {self._where(step, s.points)}")
+        if s.rank != rank:
+            return  # other ranks repeat the same series; NaN/inf above is still checked for every rank
+        s.points += 1
+        if s.first_step is None:
+            s.first_step = step
+        s.last_step, s.last_value = step, value
+        if not math.isfinite(value):
+            return
+        if name in THROUGHPUT_KEYS or name == "it/s":
+            self._check_drop(s, value, step, number, falling=True)
+            return
+        if name == "step_time":
+            self._check_drop(s, value, step, number, falling=False)
+            return
+        if name == "loss":
+            self._check_spike(s, value, step, number)
+        elif name == "grad_norm":
+            self._check_explosion(s, value, step, number)
+        s.window.append(value)
+
+    @staticmethod
+    def _robust(window: deque) -> tuple[float, float]:
+        med = median(window)
+        mad = median(abs(x - med) for x in window)
+        return med, 1.4826 * mad
+
+    def _check_spike(self, s: _Series, x: float, step: float | None, number: int) -> None:
+        if len(s.window) < FEW_POINTS:
+            return
+        med = median(s.window)
+        if x <= med + 6 * 0.02 * abs(med):
+            return  # below the smallest possible threshold: skip the MAD
+        if len(s.window) < MIN_POINTS and not (med > 0 and x > FEW_POINTS_RATIO * med):
+            return
+        med, scale = self._robust(s.window)
+        floor = max(scale, 0.02 * abs(med), 1e-8)
+        z = (x - med) / floor
+        # Sudden, not drift: the point must also stand well above the last few points.
+        recent = list(s.window)[-3:]
+        local = median(recent)
+        if z > SPIKE_Z and x > med and (x - local) / floor > SPIKE_Z / 2:
+            self._finding("loss-spike", s.name, step, number, x, med,
+                          f"loss {x:g} at {self._where(step, s.points)} is {z:.1f} robust deviations above "
+                          f"the rolling median {med:g}")
+
+    def _check_explosion(self, s: _Series, x: float, step: float | None, number: int) -> None:
+        if len(s.window) < FEW_POINTS:
+            return
+        med = median(s.window)
+        if x <= EXPLOSION_RATIO * max(med, 1e-8):
+            return
+        med, scale = self._robust(s.window)
+        z = (x - med) / max(scale, 0.02 * abs(med), 1e-8)
+        if x > EXPLOSION_RATIO * max(med, 1e-8) and z > SPIKE_Z:
+            self._finding("grad-explosion", s.name, step, number, x, med,
+                          f"gradient norm {x:g} at {self._where(step, s.points)} is {x / max(med, 1e-12):.0f}× "
+                          f"its rolling median {med:g}")
+
+    def _check_drop(self, s: _Series, x: float, step: float | None, number: int, falling: bool) -> None:
+        # ``window`` holds the earlier points; ``recent`` the last RECENT ones, which must all be low.
+        s.recent.append((x, step, number, self._line))
+        if len(s.early) < SHORT_SERIES:
+            s.early.append((x, step, number, self._line))
+        if len(s.recent) < RECENT or len(s.window) < MIN_POINTS or s.dropped:
+            if len(s.recent) == RECENT:
+                s.window.append(s.recent[0][0])
+            return
+        if s.base is None or s.points % 8 == 0:
+            s.base = median(s.window)  # the earlier median moves slowly: refresh it every 8 points
+        base = s.base
+        now = median(r[0] for r in s.recent)
+        bad = now < DROP_RATIO * base if falling else now > base / DROP_RATIO
+        if bad:
+            s.dropped = True
+            # Cite the first point of the recent window that is itself below (above) the threshold.
+            first = next(r for r in s.recent if (r[0] < DROP_RATIO * base if falling else r[0] > base / DROP_RATIO))
+            _, first_step, first_line, first_text = first
+            label = "throughput" if falling else "step time"
+            self._finding("throughput-drop", s.name, first_step, first_line, now, base,
+                          f"{label} ({s.name}) fell from a median of {base:g} to {now:g} from "
+                          f"{self._where(first_step, s.points - RECENT)} on" if falling else
+                          f"{label} ({s.name}) rose from a median of {base:g} to {now:g} from "
+                          f"{self._where(first_step, s.points - RECENT)} on", first_text)
+        s.window.append(s.recent[0][0])
+
+    def _gpu_util(self, number: int, value: float, rank: str | None) -> None:
+        s = self.series.get("gpu_util")
+        if s is None:
+            s = self.series["gpu_util"] = _Series("gpu_util", rank)
+        s.points += 1
+        s.last_value = value
+        s.window.append(value)
+        self.formats.add("nvidia-smi")
+        if value < LOW_GPU_UTIL and self._first_low_util is None:
+            self._first_low_util = (number, value)
+            self.finding_lines[number] = self._line
+
+    @staticmethod
+    def _where(step: float | None, index: int) -> str:
+        return f"step {step:g}" if step is not None else f"log entry {index + 1}"
+
+    def _finding(self, kind: str, series: str, step: float | None, number: int, value: float,
+                 baseline: float | None, detail: str, text: tuple[str | None, str] | None = None) -> None:
+        n = self._counts.get(kind, 0)
+        self._counts[kind] = n + 1
+        if n < MAX_FINDINGS_PER_KIND:
+            self.finding_lines[number] = text or self._line
+            self.findings.append(MetricFinding(kind=kind, series=series, step=step, line=number, value=value,
+                                               baseline=baseline, detail=detail))
+
+    def _short_series_drops(self) -> list[MetricFinding]:
+        # Too short for the rolling check (a pasted excerpt): a drop counts if, from some point on,
+        # at least two trailing points all stay below DROP_RATIO of the median before that point.
+        out: list[MetricFinding] = []
+        for s in self.series.values():
+            if s.dropped or not s.early or s.points != len(s.early) or s.points < 4:
+                continue
+            falling = s.name != "step_time"
+            values = [p[0] for p in s.early]
+            for k in range(2, len(values) - 1):
+                base = median(values[:k])
+                tail = values[k:]
+                bad = all(v < DROP_RATIO * base for v in tail) if falling else all(v > base / DROP_RATIO for v in tail)
+                if bad:
+                    x, step, line, text = s.early[k]
+                    now = median(tail)
+                    self.finding_lines[line] = text
+                    verb = "fell" if falling else "rose"
+                    out.append(MetricFinding(kind="throughput-drop", series=s.name, step=step, line=line, value=now,
+                                             baseline=base,
+                                             detail=f"{s.name} {verb} from a median of {base:g} to {now:g} from "
+                                                    f"{self._where(step, k)} on"))
+                    break
+        return out
+
+    def report(self) -> MetricsReport:
+        """Series summaries and findings so far."""
+        findings = list(self.findings) + self._short_series_drops()
+        s = self.series.get("gpu_util")
+        if s and s.window and self._first_low_util is not None:
+            med = median(s.window)
+            if med < LOW_GPU_UTIL:
+                line, value = self._first_low_util
+                findings.append(MetricFinding(kind="low-gpu-util", series="gpu_util", step=None, line=line,
+                                              value=value, baseline=med,
+                                              detail=f"GPU utilisation median {med:g}% over {s.points} reading(s)"))
+        summaries = [
+            SeriesSummary(name=s.name, points=s.points, first_step=s.first_step, last_step=s.last_step,
+                          last_value=s.last_value if s.last_value is None or math.isfinite(s.last_value) else None,
+                          median=median(s.window) if s.window else None)
+            for s in self.series.values()
+        ]
+        return MetricsReport(series=summaries, findings=findings, formats=sorted(self.formats),
+                             last_step=self.last_step, total_steps=self.total_steps)
+
+    def count(self, kind: str) -> int:
+        """How many findings of ``kind`` were seen (including those not kept)."""
+        return self._counts.get(kind, 0)

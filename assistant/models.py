@@ -1,0 +1,124 @@
+"""Result models of the rule-first triage (``assistant.triage.triage``).
+
+All models forbid unknown fields. Line numbers are 1-based and refer to the input as the user
+gave it (before any cleanup), so a front-end can point at the exact line.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Strength = Literal["strong", "medium", "weak"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Evidence(_Model):
+    """One input line that supports a candidate."""
+
+    line: int = Field(ge=1, description="1-based line number in the input as given")
+    text: str = Field(description="the line after ANSI / carriage-return cleanup (truncated if very long)")
+    match: str = Field(description="the matched substring, or the metric value that triggered a finding")
+    source: str = Field(description="'rule:<rule id>' or 'metric:<finding kind>'")
+    rank: str | None = Field(default=None, description="distributed rank when the line carried a rank prefix")
+    strength: Strength
+
+
+class RankedCause(_Model):
+    """A root cause (id from the knowledge base) with a 0–1 score and the reasons for it."""
+
+    cause_id: str
+    score: float = Field(ge=0.0, le=1.0)
+    reasons: list[str] = []
+
+
+class Candidate(_Model):
+    """A failure mode the input points to, with its evidence and ranked causes."""
+
+    failure_mode: str
+    confidence: float = Field(ge=0.0, le=1.0)
+    evidence: list[Evidence] = []
+    causes: list[RankedCause] = []
+    route: Literal["rule", "metrics"]
+
+
+class FollowUp(_Model):
+    """A question whose answer would re-rank the causes; ``options`` are the accepted answers."""
+
+    id: str
+    question_en: str
+    question_zh: str
+    options: list[str]
+
+
+class Frame(_Model):
+    file: str
+    line: int
+    function: str
+
+
+class TracebackInfo(_Model):
+    """A Python traceback (the last exception of a chain) or a torchrun failure summary."""
+
+    kind: Literal["python", "torchrun"]
+    rank: str | None = None
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    exc_type: str | None = None
+    message: str | None = None
+    frames: list[Frame] = []
+    chained: list[str] = Field(default=[], description="earlier exceptions of the chain, 'Type: message'")
+    exitcode: int | None = None
+    signal: str | None = None
+    error_file: str | None = None
+    host: str | None = None
+    failed_rank: str | None = None
+
+
+class SeriesSummary(_Model):
+    name: str
+    points: int
+    first_step: float | None = None
+    last_step: float | None = None
+    last_value: float | None = None
+    median: float | None = None
+
+
+class MetricFinding(_Model):
+    """Something abnormal in a metric series, at a step and an input line."""
+
+    kind: Literal["nan-onset", "loss-spike", "grad-explosion", "throughput-drop", "low-gpu-util"]
+    series: str
+    step: float | None
+    line: int
+    value: float
+    baseline: float | None = None
+    detail: str
+
+
+class MetricsReport(_Model):
+    series: list[SeriesSummary] = []
+    findings: list[MetricFinding] = []
+    formats: list[str] = Field(default=[], description="log formats recognised (hf-dict, key-value, deepspeed, megatron, tqdm)")
+    last_step: float | None = None
+    total_steps: float | None = Field(default=None, description="planned total when a progress bar showed it")
+
+
+class Triage(_Model):
+    """Result of the rule-first triage of one input."""
+
+    candidates: list[Candidate] = []
+    follow_up: list[FollowUp] = []
+    abstained: bool
+    metrics: MetricsReport | None = None
+    tracebacks: list[TracebackInfo] = []
+    facts: dict[str, str] = Field(default={}, description="what the text or the answers settled (e.g. precision=bf16)")
+    notices: list[str] = []
+    warnings: list[str] = []
+    routes: list[str] = []
+    language: Literal["zh", "en"] = "en"
+    input_lines: int = 0

@@ -1,0 +1,262 @@
+"""Input cleanup: bytes → clean UTF-8 chunks that end on line boundaries, plus per-line helpers.
+
+Works on a stream of byte chunks so a 100 MB log is handled with bounded memory. Every step is a
+linear-time byte-string operation (no regex): NUL bytes and invalid UTF-8 are dropped, ANSI escape
+codes stripped, CRLF normalised and carriage-return redraws (progress bars) resolved to their last
+redraw. Line numbers always refer to the input as given: only ``\\n`` starts a new line, and
+cleanup never removes one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import re2
+
+MAX_CHUNK = 8 * 1024 * 1024  # a line longer than this is cut (the pieces keep its line number)
+MAX_LINE_CHARS = 2000  # lines kept for display/evidence are truncated to this
+
+
+# Rank prefixes, applied repeatedly at the start of a line: torchrun ``[rank3]:`` / ``[default0]:``,
+# DeepSpeed ``[Rank 0]``, pdsh/deepspeed multi-node ``node-2:`` or ``10.0.0.2:`` (optionally ``host:3:``).
+_PREFIX = re2.compile(
+    r"^(?:\[(?:rank|default)(\d+)\]:\s?"
+    r"|\[Rank (\d+)\]\s"
+    r"|((?:[A-Za-z][A-Za-z0-9-]*\d|\d{1,3}(?:\.\d{1,3}){3})):(?:(\d+):)?\s)"
+)
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Cleaned bytes ending on a line boundary (or at a forced cut of a very long line)."""
+
+    data: bytes
+    first_line: int  # original 1-based line number of the chunk's first line
+
+
+@dataclass(slots=True)
+class CleanStats:
+    """What cleanup changed, for user-readable notices."""
+
+    raw_bytes: int = 0
+    nul_bytes: int = 0
+    invalid_utf8: int = 0
+    ansi_codes: int = 0
+    redraws: int = 0
+    long_line_cuts: int = 0
+    lines: int = 0
+    cjk_chars: int = 0
+    ascii_letters: int = 0
+    has_text: bool = False  # any non-whitespace character seen
+
+    def notices(self) -> list[str]:
+        """Plain-English notices about what cleanup removed or changed."""
+        out: list[str] = []
+        dropped = self.nul_bytes + self.invalid_utf8
+        if self.raw_bytes and dropped > 0.3 * self.raw_bytes:
+            out.append(
+                f"The input looks like binary data: {dropped:,} of {self.raw_bytes:,} bytes were not text "
+                "(NUL or invalid UTF-8) and were removed."
+            )
+        else:
+            if self.nul_bytes:
+                out.append(f"Removed {self.nul_bytes:,} NUL byte(s).")
+            if self.invalid_utf8:
+                out.append(f"Removed {self.invalid_utf8:,} invalid UTF-8 sequence(s).")
+        if self.ansi_codes:
+            out.append(f"Stripped {self.ansi_codes:,} ANSI colour/cursor code(s).")
+        if self.redraws:
+            out.append(f"Collapsed {self.redraws:,} progress-bar redraw(s) to the last one on each line.")
+        if self.long_line_cuts:
+            out.append(
+                f"Very long line(s) were scanned in {MAX_CHUNK // (1024 * 1024)} MiB pieces "
+                f"({self.long_line_cuts:,} cut(s)); a match spanning a cut can be missed."
+            )
+        return out
+
+
+_ASCII_LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
+_CJK_LEADS = tuple(bytes([b]) for b in range(0xE4, 0xEA))  # U+4E00–U+9FFF start with E4..E9
+
+
+def _escape_length(piece: bytes) -> int:
+    """Length of the escape sequence at the start of ``piece`` (the text after an ESC byte)."""
+    if not piece:
+        return 0
+    kind = piece[0]
+    if kind == 0x5B:  # '[' CSI: parameters 0x30-0x3F, intermediates 0x20-0x2F, final 0x40-0x7E
+        i = 1
+        n = len(piece)
+        while i < n and 0x20 <= piece[i] <= 0x3F:
+            i += 1
+        return i + 1 if i < n and 0x40 <= piece[i] <= 0x7E else i
+    if kind == 0x5D:  # ']' OSC: up to BEL or ESC \ (the ESC starts the next piece)
+        end = piece.find(b"\x07")
+        nl = piece.find(b"\n")
+        if end >= 0 and (nl < 0 or end < nl):
+            return end + 1
+        return len(piece) if nl < 0 else nl
+    return 1 if 0x40 <= kind <= 0x5F else 0
+
+
+def _strip_ansi(data: bytes, stats: CleanStats) -> bytes:
+    # Split on ESC (C speed) and cut each escape sequence off the front of the piece after it.
+    pieces = data.split(b"\x1b")
+    out = [pieces[0]]
+    for piece in pieces[1:]:
+        out.append(piece[_escape_length(piece):])
+    stats.ansi_codes += len(pieces) - 1
+    return b"".join(out)
+
+
+def _resolve_redraws(data: bytes, stats: CleanStats) -> bytes:
+    # A carriage return redraws the line: keep what follows the last one (CRLF is a plain line end).
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines):
+        if b"\r" in line:
+            line = line.rstrip(b"\r")
+            cut = line.rfind(b"\r")
+            if cut >= 0:
+                stats.redraws += line.count(b"\r")
+                line = line[cut + 1 :]
+            lines[i] = line
+    return b"\n".join(lines)
+
+
+def clean_bytes(data: bytes, stats: CleanStats) -> bytes:
+    """Clean one piece of input (linear time): NUL, invalid UTF-8, ANSI codes, CR redraws."""
+    stats.raw_bytes += len(data)
+    nul = data.count(b"\0")
+    if nul:
+        stats.nul_bytes += nul
+        data = data.replace(b"\0", b"")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        stats.invalid_utf8 += text.count("\ufffd")
+        data = text.replace("\ufffd", "").encode("utf-8")
+    if b"\x1b" in data:
+        data = _strip_ansi(data, stats)
+    if b"\r" in data:
+        data = _resolve_redraws(data, stats)
+    if not stats.has_text and data.strip():
+        stats.has_text = True
+    stats.cjk_chars += sum(data.count(lead) for lead in _CJK_LEADS)
+    stats.ascii_letters += len(data) - len(data.translate(None, _ASCII_LETTERS))
+    return data
+
+
+@dataclass
+class Chunker:
+    """Cut a stream of raw byte pieces into cleaned :class:`Chunk` s that end on line boundaries."""
+
+    max_chunk: int = MAX_CHUNK
+    stats: CleanStats = field(default_factory=CleanStats)
+    _buf: bytearray = field(default_factory=bytearray)
+    _next_line: int = 1
+    _ended_with_newline: bool = True
+    _saw_any: bool = False
+
+    def feed(self, raw: bytes) -> list[Chunk]:
+        """Add raw bytes; return the chunks that are complete."""
+        self._saw_any = self._saw_any or bool(raw)
+        self._buf += raw
+        out: list[Chunk] = []
+        while len(self._buf) > self.max_chunk:
+            nl = self._buf.rfind(b"\n", 0, self.max_chunk)
+            if nl >= 0:
+                cut = nl + 1
+            else:
+                cut = self._char_boundary(self.max_chunk)
+                self.stats.long_line_cuts += 1
+            out.append(self._emit(bytes(self._buf[:cut])))
+            del self._buf[:cut]
+        nl = self._buf.rfind(b"\n")
+        if nl >= 0:
+            out.append(self._emit(bytes(self._buf[: nl + 1])))
+            del self._buf[: nl + 1]
+        return out
+
+    def finish(self) -> list[Chunk]:
+        """Flush what is left (the last line may lack a newline) and count the lines."""
+        out: list[Chunk] = []
+        if self._buf:
+            out.append(self._emit(bytes(self._buf)))
+            self._buf.clear()
+        if not self._saw_any:
+            self.stats.lines = 0
+        else:
+            self.stats.lines = self._next_line - 1 if self._ended_with_newline else self._next_line
+        return out
+
+    def _char_boundary(self, pos: int) -> int:
+        # Back off so a multi-byte UTF-8 character is not split between two chunks.
+        while pos > 1 and 0x80 <= self._buf[pos] <= 0xBF:
+            pos -= 1
+        return pos
+
+    def _emit(self, raw: bytes) -> Chunk:
+        chunk = Chunk(clean_bytes(raw, self.stats), self._next_line)
+        self._next_line += raw.count(b"\n")
+        self._ended_with_newline = raw.endswith(b"\n")
+        return chunk
+
+
+def iter_chunk_lines(chunk: Chunk):
+    """Yield ``(line_number, line_bytes)`` for every line of a chunk (the trailing empty piece skipped)."""
+    data = chunk.data[:-1] if chunk.data.endswith(b"\n") else chunk.data
+    number = chunk.first_line
+    for piece in data.split(b"\n"):
+        yield number, piece
+        number += 1
+
+
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """Strip rank/host prefixes from a line; return ``(rank, body)``.
+
+    ``rank`` is the rank number when one is given, else the host name, else ``None``.
+    """
+    rank: str | None = None
+    host: str | None = None
+    body = line
+    colon = line.find(":", 0, 48)
+    if not line.startswith(("[rank", "[default", "[Rank ")) and (colon <= 0 or " " in line[:colon]):
+        return None, line  # cheap test first: no prefix can start this line
+    for _ in range(3):
+        m = _PREFIX.search(body)
+        if not m:
+            break
+        r = m.group(1) or m.group(2) or m.group(4)
+        if r is not None:
+            rank = r
+        elif m.group(3):
+            host = m.group(3)
+        body = body[m.end():]
+    return (rank if rank is not None else host), body
+
+
+def display(line: str) -> str:
+    """A line as shown in evidence: truncated to :data:`MAX_LINE_CHARS`."""
+    if len(line) > MAX_LINE_CHARS:
+        return line[:MAX_LINE_CHARS] + f"… [{len(line) - MAX_LINE_CHARS:,} more characters]"
+    return line
+
+
+def decode(line: bytes) -> str:
+    """Decode a cleaned line (already valid UTF-8 except at a forced cut)."""
+    return line.decode("utf-8", errors="replace")
+
+
+def language(stats: CleanStats) -> str:
+    """'zh' when CJK characters make up a fair share of the text, else 'en'.
+
+    Compares CJK characters with English words (≈ 5 letters each), so a Chinese question
+    with an English traceback pasted under it still counts as Chinese.
+    """
+    words = stats.ascii_letters / 5
+    if stats.cjk_chars >= 2 and stats.cjk_chars >= 0.15 * (stats.cjk_chars + words):
+        return "zh"
+    if stats.cjk_chars >= 8:
+        return "zh"
+    return "en"

@@ -1,0 +1,337 @@
+"""The decision tree engine: rank a mode's causes from evidence and answers; pick follow-up questions.
+
+The tree itself is data (``kb/tree.yaml``): per mode its causes with base scores (the guide's
+likelihoods where it gives them), adjustments when a *fact* has a value (precision=bf16,
+oom-when=start, …), and text hints. Facts come from the text (detect patterns, scanned in the
+same pass as the signature rules), from metric findings and tracebacks, or from the user's
+answers — answers win.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import re2
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from assistant.errors import KnowledgeBaseError
+from assistant.models import FollowUp, MetricsReport, RankedCause, TracebackInfo
+from assistant.signatures import Entry, _check_re2, _compiled
+from kb.taxonomy import MODE_IDS
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Detect(_M):
+    value: str
+    weight: float = 1.0
+    reason: str
+    patterns: list[str] = Field(min_length=1)
+    unless: list[str] = []
+
+    @field_validator("patterns", "unless")
+    @classmethod
+    def _re2(cls, v: list[str]) -> list[str]:
+        return [_check_re2(p, False) for p in v]
+
+
+class Fact(_M):
+    question_en: str
+    question_zh: str
+    options: list[str] = Field(min_length=2)
+    answers: dict[str, list[str]]
+    detect: list[Detect] = []
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Fact":
+        for key, pats in self.answers.items():
+            if key not in self.options:
+                raise ValueError(f"answer key {key!r} is not an option")
+            for p in pats:
+                _check_re2(p, False)
+        for d in self.detect:
+            if d.value not in self.options:
+                raise ValueError(f"detect value {d.value!r} is not an option")
+        return self
+
+
+class CauseBase(_M):
+    id: str
+    likelihood: str | None = None
+    base: float | None = None
+    basis: str
+
+    @model_validator(mode="after")
+    def _one(self) -> "CauseBase":
+        if (self.likelihood is None) == (self.base is None):
+            raise ValueError(f"cause {self.id}: give exactly one of likelihood / base")
+        return self
+
+
+class Adjust(_M):
+    when: dict[str, str]
+    cause: str
+    delta: float
+    reason: str
+
+
+class Hint(_M):
+    cause: str
+    delta: float
+    reason: str
+    patterns: list[str] = Field(min_length=1)
+    unless: list[str] = []
+
+    @field_validator("patterns", "unless")
+    @classmethod
+    def _re2(cls, v: list[str]) -> list[str]:
+        return [_check_re2(p, False) for p in v]
+
+
+class ModeTree(_M):
+    causes: list[CauseBase] = Field(min_length=1)
+    adjust: list[Adjust] = []
+    hints: list[Hint] = []
+    ask: list[str] = []
+
+
+class Secondary(_M):
+    roots: list[str]
+    consequences: list[str]
+    factor: float = Field(gt=0, le=1)
+
+
+class TreeData(_M):
+    """The whole ``kb/tree.yaml``."""
+
+    likelihood_base: dict[str, float]
+    facts: dict[str, Fact]
+    modes: dict[str, ModeTree]
+    secondary: Secondary
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TreeData":
+        for mode_id, mt in self.modes.items():
+            if mode_id not in MODE_IDS:
+                raise ValueError(f"unknown mode {mode_id!r}")
+            ids = {c.id for c in mt.causes}
+            for c in mt.causes:
+                if c.likelihood is not None and c.likelihood not in self.likelihood_base:
+                    raise ValueError(f"{mode_id}: cause {c.id}: unknown likelihood {c.likelihood!r}")
+            for a in mt.adjust:
+                if a.cause not in ids:
+                    raise ValueError(f"{mode_id}: adjust names cause {a.cause!r} not listed for the mode")
+                for fact, value in a.when.items():
+                    if fact not in self.facts or value not in self.facts[fact].options:
+                        raise ValueError(f"{mode_id}: adjust condition {fact}={value} is not a fact option")
+            for h in mt.hints:
+                if h.cause not in ids:
+                    raise ValueError(f"{mode_id}: hint names cause {h.cause!r} not listed for the mode")
+            for fact in mt.ask:
+                if fact not in self.facts:
+                    raise ValueError(f"{mode_id}: asks unknown fact {fact!r}")
+        for m in [*self.secondary.roots, *self.secondary.consequences]:
+            if m not in MODE_IDS:
+                raise ValueError(f"secondary: unknown mode {m!r}")
+        return self
+
+    def cause_ids(self) -> dict[str, list[str]]:
+        """Mode id -> its cause ids, in tree order."""
+        return {m: [c.id for c in mt.causes] for m, mt in self.modes.items()}
+
+    def base_score(self, c: CauseBase) -> float:
+        return c.base if c.base is not None else self.likelihood_base[c.likelihood or ""]
+
+
+def load_tree(path: Path | None = None) -> TreeData:
+    """Load and validate ``kb/tree.yaml``; :class:`KnowledgeBaseError` names what is wrong."""
+    if path is None:
+        from assistant.config import KB_DIR
+
+        path = KB_DIR / "tree.yaml"
+    return _load_tree(Path(path))
+
+
+@lru_cache(maxsize=4)
+def _load_tree(path: Path) -> TreeData:
+    try:
+        return TreeData.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise KnowledgeBaseError(f"decision tree not found: {path}") from None
+    except (ValidationError, yaml.YAMLError) as err:
+        raise KnowledgeBaseError(f"{path.name}: invalid decision tree: {err}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Entries for the one-pass scanner; tags: "fact:<fact>:<detect index>" and "hint:<mode>:<hint index>".
+
+
+def tree_entries(tree: TreeData) -> list[Entry]:
+    """Patterns of fact detectors and cause hints, tagged for :func:`collect`."""
+    out: list[Entry] = []
+    for fact_id, fact in tree.facts.items():
+        for i, d in enumerate(fact.detect):
+            out.extend(Entry(f"fact:{fact_id}:{i}", p) for p in d.patterns)
+    for mode_id, mt in tree.modes.items():
+        for i, h in enumerate(mt.hints):
+            out.extend(Entry(f"hint:{mode_id}:{i}", p) for p in h.patterns)
+    return out
+
+
+@dataclass
+class TextSignals:
+    """Fact detections and hint hits seen in the text: tag -> first line number."""
+
+    first_line: dict[str, int] = field(default_factory=dict)
+
+    def add(self, tag: str, line: int, text: str, tree: TreeData) -> None:
+        if tag in self.first_line:
+            return
+        _, group, idx = tag.split(":")
+        unless = tree.facts[group].detect[int(idx)].unless if tag.startswith("fact:") else (
+            tree.modes[group].hints[int(idx)].unless)
+        if any(_compiled(p, False).search(text) for p in unless):
+            return
+        self.first_line[tag] = line
+
+
+def facts_from_text(tree: TreeData, signals: TextSignals) -> tuple[dict[str, str], dict[str, str]]:
+    """Fact values the text settles (ties stay unknown) and a reason for each."""
+    facts: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    for fact_id, fact in tree.facts.items():
+        weights: dict[str, float] = {}
+        why: dict[str, str] = {}
+        for i, d in enumerate(fact.detect):
+            line = signals.first_line.get(f"fact:{fact_id}:{i}")
+            if line is None:
+                continue
+            weights[d.value] = weights.get(d.value, 0.0) + d.weight
+            why.setdefault(d.value, f"{d.reason} seen at line {line}")
+        if not weights:
+            continue
+        ranked = sorted(weights.items(), key=lambda kv: -kv[1])
+        if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
+            continue
+        facts[fact_id] = ranked[0][0]
+        reasons[fact_id] = why[ranked[0][0]]
+    return facts, reasons
+
+
+def facts_from_analysis(
+    metrics: MetricsReport | None, tracebacks: list[TracebackInfo]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Facts derived from metric findings and tracebacks (NaN onset, when an OOM happened)."""
+    facts: dict[str, str] = {}
+    reasons: dict[str, str] = {}
+    if metrics is not None:
+        nan = next((f for f in metrics.findings if f.kind == "nan-onset"), None)
+        if nan is not None:
+            loss = next((s for s in metrics.series if s.name == "loss"), None)
+            finite_before = loss.points if loss is not None else 0
+            early = (nan.step is not None and nan.step <= 50) or finite_before <= 5
+            facts["nan-onset"] = "early" if early else "late"
+            reasons["nan-onset"] = f"loss first NaN/inf at line {nan.line}" + (
+                f" (step {nan.step:g})" if nan.step is not None else ""
+            )
+    for tb in tracebacks:
+        if any(f.function.startswith("generate") or "generation/utils.py" in f.file for f in tb.frames):
+            facts["oom-when"] = "inference"
+            reasons["oom-when"] = f"generate() in the traceback at line {tb.start_line}"
+            break
+    else:
+        if metrics is not None and metrics.last_step is not None:
+            loss = next((s for s in metrics.series if s.name == "loss"), None)
+            if metrics.last_step <= 1 or (loss is not None and loss.points == 0):
+                facts["oom-when"] = "start"
+                reasons["oom-when"] = "no training step completed before the error"
+            elif loss is not None and loss.points >= 3:
+                facts["oom-when"] = "mid"
+                reasons["oom-when"] = f"training logged up to step {metrics.last_step:g} before the error"
+    return facts, reasons
+
+
+def rank_causes(
+    tree: TreeData,
+    mode_id: str,
+    facts: dict[str, str],
+    fact_reasons: dict[str, str],
+    signals: TextSignals,
+    rule_boosts: dict[str, tuple[float, str]],
+) -> list[RankedCause]:
+    """The mode's causes, best first: base score, then fact adjustments, hints and rule cause boosts."""
+    mt = tree.modes.get(mode_id)
+    if mt is None:
+        return []
+    scores: dict[str, float] = {}
+    reasons: dict[str, list[str]] = {}
+    for c in mt.causes:
+        scores[c.id] = tree.base_score(c)
+        reasons[c.id] = [f"base {scores[c.id]:.2f} ({c.basis})"]
+    for a in mt.adjust:
+        if all(facts.get(k) == v for k, v in a.when.items()):
+            scores[a.cause] += a.delta
+            why = "; ".join(fact_reasons.get(k, f"{k}={v}") for k, v in a.when.items())
+            reasons[a.cause].append(f"{'+' if a.delta >= 0 else ''}{a.delta:.2f}: {a.reason} ({why})")
+    for i, h in enumerate(mt.hints):
+        line = signals.first_line.get(f"hint:{mode_id}:{i}")
+        if line is not None:
+            scores[h.cause] += h.delta
+            reasons[h.cause].append(f"{'+' if h.delta >= 0 else ''}{h.delta:.2f}: {h.reason} seen at line {line}")
+    for cause, (boost, why) in rule_boosts.items():
+        if cause in scores:
+            scores[cause] += boost
+            reasons[cause].append(f"+{boost:.2f}: {why}")
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    return [
+        RankedCause(cause_id=c, score=round(min(0.99, max(0.01, s)), 3), reasons=reasons[c]) for c, s in ranked
+    ]
+
+
+def follow_ups(tree: TreeData, modes: list[str], facts: dict[str, str], limit: int = 3) -> list[FollowUp]:
+    """Questions for facts the ranked ``modes`` depend on and nothing has settled yet."""
+    out: list[FollowUp] = []
+    seen: set[str] = set()
+    for mode_id in modes:
+        mt = tree.modes.get(mode_id)
+        if mt is None:
+            continue
+        for fact_id in mt.ask:
+            if fact_id in facts or fact_id in seen:
+                continue
+            seen.add(fact_id)
+            f = tree.facts[fact_id]
+            out.append(FollowUp(id=fact_id, question_en=f.question_en, question_zh=f.question_zh,
+                                options=list(f.options)))
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def parse_answer(follow_up_id: str, text: str, tree: TreeData | None = None) -> str | None:
+    """Map a free-text reply ("it's bf16 already", "就是bf16") to one of the question's options.
+
+    The option mentioned last wins ("not fp16, bf16" → bf16); ``None`` when no option is recognised
+    or the question id is unknown.
+    """
+    tree = tree or load_tree()
+    fact = tree.facts.get(follow_up_id)
+    if fact is None or not text:
+        return None
+    text = text[:2000]
+    stripped = text.strip().lower()
+    if stripped in fact.options:
+        return stripped
+    best: tuple[int, int, str] | None = None
+    for option in fact.options:
+        for p in [re2.escape(option), *fact.answers.get(option, [])]:
+            for m in _compiled(p, False).finditer(text):
+                key = (m.end(), m.end() - m.start(), option)
+                if best is None or key[:2] > best[:2]:
+                    best = key
+    return best[2] if best else None

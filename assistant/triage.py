@@ -1,0 +1,422 @@
+"""Rule-first triage: the ordered stages that turn a paste or a log into ranked failure modes.
+
+Stages: normalise → scan (signature rules, tree hints, metric lines and error lines in one pass)
+→ tracebacks → metrics → candidates → causes (decision tree) → follow-ups. A stage that fails adds
+a warning and the next one runs. Input can be a string, bytes, a file (``triage_file``) or any
+iterable of byte chunks (``triage_stream``): memory stays bounded whatever the input size.
+
+No torch, chromadb, sentence-transformers or gradio on this path.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable
+
+from assistant.errors import InputError
+from assistant.metrics import METRIC_LINE_PATTERN, MetricsAnalyser
+from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, Triage, TracebackInfo
+from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
+from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
+from assistant.tracebacks import KeptLine, extract
+from assistant.tree import (
+    TextSignals,
+    TreeData,
+    facts_from_analysis,
+    facts_from_text,
+    follow_ups,
+    load_tree,
+    parse_answer,
+    rank_causes,
+    tree_entries,
+)
+
+__all__ = ["triage", "triage_file", "triage_stream", "Scanner"]
+
+HEAD_LINES = 400  # first lines always kept for structure analysis
+TAIL_LINES = 3000  # last lines always kept (the error is usually near the end)
+FLAGGED_BYTES = 4 * 1024 * 1024  # cap on error-looking lines kept from the middle
+READ_SIZE = 4 * 1024 * 1024
+
+# Lines worth keeping from the middle of a long log: traceback structure and error lines.
+KEEP_PATTERN = (
+    r"^.*(?:Traceback \(most recent call last\)|File \"|During handling of the above exception"
+    r"|The above exception was the direct cause|Error\b|Exception\b|error:|Root Cause|exitcode|error_file"
+    r"|(?:time|host|rank|traceback)\s*:|Killed|FAILED|NCCL WARN).*$"
+)
+
+METRIC_CONFIDENCE = {
+    "nan-onset": ("nan-loss", 0.8, "strong"),
+    "grad-explosion": ("gradient-explosion", 0.7, "medium"),
+    "loss-spike": ("loss-spike", 0.6, "medium"),
+    "throughput-drop": ("slow-training", 0.55, "medium"),
+    "low-gpu-util": ("low-gpu-utilization", 0.55, "medium"),
+}
+ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback
+MIN_CONFIDENCE = 0.3
+MAX_EVIDENCE = 8
+
+
+@dataclass(frozen=True)
+class _Engine:
+    rules: tuple[Rule, ...]
+    rules_by_id: dict[str, Rule]
+    tree: TreeData
+    patterns: PatternSet
+    kinds: tuple[str, ...]  # per entry: "rule", "fact", "hint", "metric", "keep"
+
+
+@lru_cache(maxsize=2)
+def _engine(rules_dir: Path | None = None, tree_path: Path | None = None) -> _Engine:
+    rules = load_rules(rules_dir)
+    tree = load_tree(tree_path)
+    entries: list[Entry] = [
+        *rule_entries(rules),
+        *tree_entries(tree),
+        Entry("metric", METRIC_LINE_PATTERN, max_matches=0),
+        Entry("keep", KEEP_PATTERN, case_sensitive=True, max_matches=0),
+    ]
+    kinds = tuple(e.tag.split(":", 1)[0] for e in entries)
+    return _Engine(rules, {r.id: r for r in rules}, tree, PatternSet(entries), kinds)
+
+
+@dataclass
+class Scanner:
+    """Streams chunks through cleanup and the one-pass pattern scan, keeping only bounded state."""
+
+    engine: _Engine = field(default_factory=_engine)
+    chunker: Chunker = field(default_factory=Chunker)
+    metrics: MetricsAnalyser = field(default_factory=MetricsAnalyser)
+    hits: dict[str, RuleHits] = field(default_factory=dict)
+    signals: TextSignals = field(default_factory=TextSignals)
+    head: list[KeptLine] = field(default_factory=list)
+    tail: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    flagged: dict[int, KeptLine] = field(default_factory=dict)
+    flagged_bytes: int = 0
+    flagged_dropped: int = 0
+    warnings: list[str] = field(default_factory=list)
+    _metric_failed: bool = False
+
+    def feed(self, raw: bytes) -> None:
+        """Add raw input bytes."""
+        for chunk in self.chunker.feed(raw):
+            self._scan(chunk)
+
+    def finish(self) -> None:
+        """Flush the last partial line."""
+        for chunk in self.chunker.finish():
+            self._scan(chunk)
+
+    # -- the one pass -------------------------------------------------------------------------
+    def _scan(self, chunk: Chunk) -> None:
+        data = chunk.data
+        if len(self.head) < HEAD_LINES:
+            for number, line in iter_chunk_lines(chunk):
+                if len(self.head) >= HEAD_LINES:
+                    break
+                self.head.append(_kept(number, line))
+        tail_pieces = data.rsplit(b"\n", TAIL_LINES + 1)
+        last_line = chunk.first_line + data.count(b"\n") - (1 if data.endswith(b"\n") else 0)
+        pieces = tail_pieces[-(TAIL_LINES + 1):]
+        if data.endswith(b"\n"):
+            pieces = pieces[:-1]
+        first = last_line - len(pieces) + 1
+        for offset, piece in enumerate(pieces):
+            self.tail.append(_kept(first + offset, piece))
+
+        matches = sorted(self.engine.patterns.scan(data), key=lambda m: m[1])
+        line_no = chunk.first_line
+        pos = 0
+        line_cache: dict[int, tuple[int, str]] = {}
+        for idx, start, end in matches:
+            line_no += data.count(b"\n", pos, start)
+            pos = start
+            ls = data.rfind(b"\n", 0, start) + 1
+            cached = line_cache.get(ls)
+            if cached is None:
+                le = data.find(b"\n", start)
+                raw_line = data[ls:] if le < 0 else data[ls:le]
+                cached = (line_no, decode(raw_line))
+                line_cache[ls] = cached
+            number, text = cached
+            kind = self.engine.kinds[idx]
+            tag = self.engine.patterns.entries[idx].tag
+            if kind == "metric":
+                self._metric(number, text)
+            elif kind == "keep":
+                self._flag(number, text)
+            elif kind == "rule":
+                self._rule_hit(tag[5:], number, text, decode(data[start:end]))
+            else:
+                self.signals.add(tag, number, text[:4000], self.engine.tree)
+
+    def _metric(self, number: int, text: str) -> None:
+        if self._metric_failed:
+            return
+        try:
+            rank, body = split_prefix(text[:4000])
+            self.metrics.feed(number, body, rank)
+        except Exception as err:  # noqa: BLE001 — a failing stage warns and the rest runs
+            self._metric_failed = True
+            self.warnings.append(f"metrics stage failed at line {number}: {err}")
+
+    def _flag(self, number: int, text: str) -> None:
+        if number in self.flagged:
+            return
+        if self.flagged_bytes >= FLAGGED_BYTES:
+            self.flagged_dropped += 1
+            return
+        kept = _kept_text(number, text)
+        self.flagged[number] = kept
+        self.flagged_bytes += len(kept.body)
+
+    def _rule_hit(self, rule_id: str, number: int, text: str, match: str) -> None:
+        rule = self.engine.rules_by_id[rule_id]
+        hits = self.hits.setdefault(rule_id, RuleHits())
+        if hits.first and hits.first[-1].line == number or hits.last and hits.last[-1].line == number:
+            return  # several patterns of one rule on one line count once
+        line = text[:20000]
+        if not rule.line_ok(line):
+            return
+        rank, _ = split_prefix(line)
+        hits.add(RuleHit(number, display(text), match[:500], rank))
+
+    # -- after the pass ----------------------------------------------------------------------
+    def kept_lines(self) -> list[KeptLine]:
+        """Head, flagged and tail lines in input order (deduplicated)."""
+        by_number: dict[int, KeptLine] = {}
+        for line in [*self.head, *self.flagged.values(), *self.tail]:
+            by_number.setdefault(line.number, line)
+        return [by_number[n] for n in sorted(by_number)]
+
+
+def _kept(number: int, raw: bytes) -> KeptLine:
+    return _kept_text(number, decode(raw[:8000]))
+
+
+def _kept_text(number: int, text: str) -> KeptLine:
+    rank, body = split_prefix(text[:4000])
+    return KeptLine(number, rank, body)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def triage(text: str | bytes, answers: dict[str, str] | None = None) -> Triage:
+    """Diagnose one paste or log: ranked failure modes with evidence lines, causes and follow-ups.
+
+    ``answers`` maps follow-up ids to the user's replies (an option such as ``"bf16"`` or free
+    text such as ``"it's bf16 already"``); they override what the text suggested and re-rank causes.
+    """
+    if isinstance(text, str):
+        data = text.encode("utf-8", errors="replace")
+    elif isinstance(text, (bytes, bytearray, memoryview)):
+        data = bytes(text)
+    else:
+        raise InputError(f"triage expects text or bytes, got {type(text).__name__}")
+    return triage_stream([data], answers)
+
+
+def triage_file(path: str | Path, answers: dict[str, str] | None = None) -> Triage:
+    """Triage a log file, streamed in chunks (bounded memory for any size)."""
+    path = Path(path)
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        raise InputError(f"file not found: {path}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a log file") from None
+    except PermissionError:
+        raise InputError(f"permission denied reading {path}") from None
+    with handle:
+        return triage_stream(iter(lambda: handle.read(READ_SIZE), b""), answers)
+
+
+def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None) -> Triage:
+    """Triage input given as an iterable of raw byte chunks."""
+    warnings: list[str] = []
+    try:
+        engine = _engine()
+    except Exception as err:  # noqa: BLE001 — without rules nothing can be recognised; say so
+        return Triage(abstained=True, warnings=[f"signature rules could not be loaded: {err}"])
+    scanner = Scanner(engine=engine)
+    try:
+        for raw in chunks:
+            scanner.feed(raw)
+        scanner.finish()
+    except Exception as err:  # noqa: BLE001
+        warnings.append(f"scan stage failed: {err}")
+    warnings.extend(scanner.warnings)
+    stats = scanner.chunker.stats
+    notices = stats.notices()
+    if stats.lines == 0 or not stats.raw_bytes:
+        notices.append("The input is empty: nothing to diagnose.")
+    elif not stats.has_text:
+        notices.append("The input contains only whitespace: nothing to diagnose.")
+    kept = scanner.kept_lines()
+    if stats.lines > len(kept):
+        notices.append(
+            f"Every one of the {stats.lines:,} lines was scanned for signatures and metrics; "
+            f"{len(kept):,} of them (the first {HEAD_LINES}, the last {TAIL_LINES:,} and error-looking lines) "
+            "were kept for traceback analysis."
+        )
+    if scanner.flagged_dropped:
+        notices.append(
+            f"{scanner.flagged_dropped:,} further error-looking line(s) from the middle of the log were not "
+            f"kept (cap {FLAGGED_BYTES // (1024 * 1024)} MiB)."
+        )
+
+    tracebacks: list[TracebackInfo] = []
+    try:
+        tracebacks = extract(kept)
+    except Exception as err:  # noqa: BLE001
+        warnings.append(f"traceback stage failed: {err}")
+
+    metrics: MetricsReport | None = None
+    try:
+        report = scanner.metrics.report()
+        if report.series or report.findings:
+            metrics = report
+    except Exception as err:  # noqa: BLE001
+        warnings.append(f"metrics stage failed: {err}")
+
+    candidates: list[Candidate] = []
+    boosts: dict[str, dict[str, tuple[float, str]]] = {}
+    try:
+        candidates, boosts = _candidates(engine, scanner, tracebacks, metrics)
+    except Exception as err:  # noqa: BLE001
+        warnings.append(f"candidate stage failed: {err}")
+
+    facts: dict[str, str] = {}
+    follow: list[FollowUp] = []
+    try:
+        facts, candidates, follow = _decide(engine.tree, scanner, candidates, boosts, metrics, tracebacks,
+                                            answers or {})
+    except Exception as err:  # noqa: BLE001
+        warnings.append(f"decision-tree stage failed: {err}")
+
+    routes = sorted({c.route for c in candidates})
+    return Triage(
+        candidates=candidates,
+        follow_up=follow,
+        abstained=not candidates,
+        metrics=metrics,
+        tracebacks=tracebacks[-20:],
+        facts=facts,
+        notices=notices,
+        warnings=warnings,
+        routes=routes,
+        language=language(stats),
+        input_lines=stats.lines,
+    )
+
+
+def _candidates(
+    engine: _Engine, scanner: Scanner, tracebacks: list[TracebackInfo], metrics: MetricsReport | None
+) -> tuple[list[Candidate], dict[str, dict[str, tuple[float, str]]]]:
+    """One candidate per evidenced mode, and per mode the cause boosts its rules carry."""
+    root_lines = {tb.end_line for tb in tracebacks if tb.kind == "python"}
+    per_mode: dict[str, dict] = {}
+    for rule_id, hits in scanner.hits.items():
+        kept = hits.kept()
+        if not kept:
+            continue
+        rule = engine.rules_by_id[rule_id]
+        conf = rule.confidence
+        if any(h.line in root_lines for h in kept):
+            conf = min(0.99, conf + ROOT_EXCEPTION_BONUS)
+        slot = per_mode.setdefault(rule.failure_mode, {"confs": [], "evidence": [], "route": "rule", "boosts": {}})
+        slot["confs"].append(conf)
+        slot["route"] = "rule"
+        for h in kept:
+            slot["evidence"].append(
+                Evidence(line=h.line, text=h.text, match=h.match, source=f"rule:{rule_id}", rank=h.rank,
+                         strength=rule.strength)
+            )
+        for cause, boost in rule.causes.items():
+            prev = slot["boosts"].get(cause)
+            if prev is None or boost > prev[0]:
+                slot["boosts"][cause] = (boost, f"{rule_id} fired at line {kept[0].line}")
+    if metrics is not None:
+        for f in metrics.findings:
+            mode, conf, strength = METRIC_CONFIDENCE[f.kind]
+            slot = per_mode.setdefault(mode, {"confs": [], "evidence": [], "route": "metrics", "boosts": {}})
+            slot["confs"].append(conf)
+            rank, text = scanner.metrics.finding_lines.get(f.line, (None, ""))
+            slot["evidence"].append(
+                Evidence(line=f.line, text=display(text), match=f"{f.series}={f.value:g}",
+                         source=f"metric:{f.kind}", rank=rank, strength=strength)
+            )
+    out: list[Candidate] = []
+    boosts: dict[str, dict[str, tuple[float, str]]] = {}
+    for mode, slot in per_mode.items():
+        # Distinct signals combine like independent evidence (noisy-OR); one signal keeps its own level.
+        miss = 1.0
+        for c in sorted(set(slot["confs"]), reverse=True)[:4]:
+            miss *= 1.0 - c
+        confidence = min(0.99, 1.0 - miss)
+        evidence = _pick_evidence(slot["evidence"])
+        out.append(Candidate(failure_mode=mode, confidence=round(confidence, 3), evidence=evidence,
+                             causes=[], route=slot["route"]))
+        boosts[mode] = slot["boosts"]
+    return out, boosts
+
+
+def _pick_evidence(evidence: list[Evidence]) -> list[Evidence]:
+    """Strongest first, then by line; one per line; at most MAX_EVIDENCE."""
+    order = {"strong": 0, "medium": 1, "weak": 2}
+    seen: set[int] = set()
+    out: list[Evidence] = []
+    for e in sorted(evidence, key=lambda e: (order[e.strength], e.line)):
+        key = e.line
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(e)
+        if len(out) >= MAX_EVIDENCE:
+            break
+    return out
+
+
+def _decide(
+    tree: TreeData,
+    scanner: Scanner,
+    candidates: list[Candidate],
+    boosts: dict[str, dict[str, tuple[float, str]]],
+    metrics: MetricsReport | None,
+    tracebacks: list[TracebackInfo],
+    answers: dict[str, str],
+):
+    facts, reasons = facts_from_text(tree, scanner.signals)
+    derived, derived_reasons = facts_from_analysis(metrics, tracebacks)
+    for k, v in derived.items():  # analysis of the log beats loose text mentions
+        facts[k], reasons[k] = v, derived_reasons[k]
+    for fid, reply in answers.items():
+        value = parse_answer(fid, reply, tree)
+        if value is not None:
+            facts[fid], reasons[fid] = value, f"you answered {reply!r}"
+
+    modes = {c.failure_mode for c in candidates}
+    sec = tree.secondary
+    if modes & set(sec.roots):
+        root = sorted(modes & set(sec.roots))[0]
+        demoted = []
+        for c in candidates:
+            if c.failure_mode in sec.consequences:
+                c.confidence = round(c.confidence * sec.factor, 3)
+                demoted.append(c)
+        for c in demoted:
+            boosts.setdefault(c.failure_mode, {})["rank-crashed"] = (0.2, f"a rank failed first ({root} evidenced)")
+
+    for c in candidates:
+        c.causes = rank_causes(tree, c.failure_mode, facts, reasons, scanner.signals, boosts.get(c.failure_mode, {}))
+    candidates = [c for c in candidates if c.confidence >= MIN_CONFIDENCE]
+    candidates.sort(key=lambda c: (-c.confidence, c.failure_mode))
+    top = [c.failure_mode for c in candidates[:2]]
+    questions = follow_ups(tree, top, facts)
+    return facts, candidates, questions
+
+

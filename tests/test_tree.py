@@ -1,0 +1,172 @@
+"""The decision tree data (kb/tree.yaml) and engine: cause ids, re-ranking, follow-ups, free-text answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from assistant.errors import KnowledgeBaseError
+from assistant.tree import load_tree, parse_answer
+from assistant.triage import triage
+from kb.taxonomy import MODE_IDS
+
+ROOT = Path(__file__).resolve().parent.parent
+TREE = load_tree()
+
+
+def _binding_causes() -> dict[str, set[str]] | None:
+    """Mode -> cause ids from .brief/CAUSES.md (the binding list), if present."""
+    path = ROOT / ".brief" / "CAUSES.md"
+    if not path.exists():
+        return None
+    import re2
+
+    bullets: list[str] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("- "):
+            bullets.append(line)
+        elif line.startswith(" ") and bullets:
+            bullets[-1] += " " + line.strip()  # a bullet continued on the next line
+    out: dict[str, set[str]] = {}
+    for bullet in bullets:
+        m = re2.search(r"^- ([a-z-]+)(?: \(guide [^)]*\))?:", bullet)
+        if m and m.group(1) in MODE_IDS:
+            out[m.group(1)] = set(re2.findall(r"`([a-z0-9-]+)`", bullet))
+    return out
+
+
+def test_tree_covers_every_mode():
+    assert set(TREE.modes) == set(MODE_IDS)
+
+
+def test_tree_cause_ids_are_the_binding_ones():
+    binding = _binding_causes()
+    if binding is None:
+        pytest.skip(".brief/CAUSES.md not present")
+    assert set(binding) == set(MODE_IDS)
+    for mode, ids in TREE.cause_ids().items():
+        assert set(ids) == binding[mode], mode
+
+
+def test_tree_cause_ids_exist_in_kb_records():
+    records = [p for p in (ROOT / "kb" / "records").rglob("*.json")]
+    by_mode: dict[str, set[str]] = {}
+    for p in records:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        if isinstance(data, dict) and data.get("failure_mode"):
+            by_mode.setdefault(data["failure_mode"], set()).update(c["id"] for c in data.get("causes", []))
+    if not by_mode:
+        pytest.skip("kb/records not ingested yet")
+    for mode, ids in TREE.cause_ids().items():
+        if mode in by_mode:
+            assert set(ids) <= by_mode[mode], f"{mode}: {set(ids) - by_mode[mode]} missing from records"
+
+
+def test_guide_likelihoods_order_nan_causes():
+    scores = {c.id: TREE.base_score(c) for c in TREE.modes["nan-loss"].causes}
+    assert scores["lr-too-high"] == scores["fp16-overflow"] > scores["nan-inf-in-data"] > scores["embedding-index-out-of-range"]
+
+
+def test_tree_with_unknown_cause_in_adjust_does_not_load(tmp_path):
+    data = yaml.safe_load((ROOT / "kb" / "tree.yaml").read_text(encoding="utf-8"))
+    data["modes"]["nan-loss"]["adjust"].append({"when": {"precision": "bf16"}, "cause": "cosmic-rays", "delta": 0.1,
+                                                "reason": "x"})
+    p = tmp_path / "tree.yaml"
+    p.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(KnowledgeBaseError, match="cosmic-rays"):
+        load_tree(p)
+
+
+@pytest.mark.parametrize(
+    ("fid", "text", "expected"),
+    [
+        ("precision", "it's bf16 already", "bf16"),
+        ("precision", "就是bf16", "bf16"),
+        ("precision", "not fp16, we use bf16", "bf16"),
+        ("precision", "FP16 with GradScaler", "fp16"),
+        ("precision", "no idea", None),
+        ("oom-when", "right at the first step", "start"),
+        ("oom-when", "跑了两个小时之后", "mid"),
+        ("oom-when", "during generate()", "inference"),
+        ("oom-when", "always at the same step", "specific-step"),
+        ("ddp-unused", "yes, LoRA adapters", "yes"),
+        ("ddp-unused", "不是", "no"),
+        ("unknown-question", "bf16", None),
+    ],
+)
+def test_parse_answer(fid, text, expected):
+    assert parse_answer(fid, text) == expected
+
+
+def _causes(result, mode):
+    cand = next(c for c in result.candidates if c.failure_mode == mode)
+    return [c.cause_id for c in cand.causes], {c.cause_id: c for c in cand.causes}
+
+
+def test_fp16_evidence_raises_fp16_overflow_and_bf16_answer_drops_it():
+    text = "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 1024\n{'loss': nan, 'epoch': 1.2}"
+    first = triage(text)
+    order, by_id = _causes(first, "nan-loss")
+    assert order[0] == "fp16-overflow"
+    assert any("line 1" in r for r in by_id["fp16-overflow"].reasons)
+    answered = triage(text, answers={"precision": "bf16"})
+    order2, by_id2 = _causes(answered, "nan-loss")
+    assert by_id2["fp16-overflow"].score < by_id["fp16-overflow"].score
+    assert order2[0] != "fp16-overflow"
+    assert answered.facts["precision"] == "bf16"
+
+
+def test_nan_at_first_steps_raises_lr_too_high():
+    lines = ["{'loss': 2.5, 'epoch': 0.01}", "{'loss': nan, 'epoch': 0.02}", "{'loss': nan, 'epoch': 0.03}"]
+    result = triage("\n".join(lines))
+    order, by_id = _causes(result, "nan-loss")
+    assert result.facts["nan-onset"] == "early"
+    assert order[0] == "lr-too-high"
+
+
+def test_oom_timing_answers_follow_the_guide_table():
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    expected = {"start": "model-or-batch-too-large", "mid": "variable-seq-len-or-leak",
+                "specific-step": "long-samples", "inference": "kv-cache-growth"}
+    for answer, cause in expected.items():
+        order, _ = _causes(triage(oom, answers={"oom-when": answer}), "cuda-oom")
+        assert order[0] == cause, answer
+
+
+def test_oom_follow_up_is_asked_until_answered():
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert "oom-when" in [q.id for q in triage(oom).follow_up]
+    assert "oom-when" not in [q.id for q in triage(oom, answers={"oom-when": "step 0"}).follow_up]
+
+
+def test_unused_parameters_error_ranks_unused_parameters_first():
+    text = ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. "
+            "... `find_unused_parameters=True` ...")
+    order, _ = _causes(triage(text), "distributed-sync-failure")
+    assert order[0] == "unused-parameters"
+
+
+def test_killed_dataloader_ranks_dataloader_workers_first():
+    order, _ = _causes(triage("RuntimeError: DataLoader worker (pid 24157) is killed by signal: Killed."), "cpu-oom")
+    assert order[0] == "dataloader-workers-memory"
+
+
+def test_ddp_warning_about_no_unused_parameters_is_not_evidence_for_them():
+    text = "\n".join([
+        "[rank0]:[W reducer.cpp:1389] Warning: find_unused_parameters=True was specified in DDP constructor, but did "
+        "not find any unused parameters in the forward pass.",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+    ])
+    result = triage(text)
+    assert "ddp-unused" not in result.facts
+    order, by_id = _causes(result, "distributed-sync-failure")
+    assert order[0] == "rank-crashed"
+    assert all("line 1" not in r for r in by_id["unused-parameters"].reasons)
+
+
+def test_step_mentioned_in_text_settles_nan_onset():
+    assert triage("训练到 3000 步 loss 变成 nan 了，用的 fp16").facts.get("nan-onset") == "late"
+    assert triage("loss becomes NaN after 12000 steps").facts.get("nan-onset") == "late"
