@@ -11,7 +11,7 @@ export ANONYMIZED_TELEMETRY := False
 run:
 	@scripts/setup.sh
 	@$(BIN)/trainfix ingest
-	@$(BIN)/trainfix triage
+	@$(BIN)/trainfix chat
 
 test:
 	@scripts/setup.sh dev

@@ -22,7 +22,7 @@ def _register() -> None:
     from app import commands_kb
 
     commands_kb.register(app)
-    for name in ("commands_retrieval", "commands_triage"):
+    for name in ("commands_assistant", "commands_retrieval", "commands_triage"):
         try:
             module = __import__(f"app.{name}", fromlist=["register"])
         except ModuleNotFoundError as err:

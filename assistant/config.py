@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
@@ -36,6 +36,20 @@ class Settings(BaseSettings):
     )
     chroma_url: str | None = Field(default=None, description="http://host:port of a shared `chroma run` server")
     collection: str = Field(default="trainfix", description="Chroma collection name prefix")
+    retrieval_zh_vector_weight: float = Field(
+        default=0.05, ge=0.0, le=1.0,
+        description="weight of the vector ranking in the fusion for mostly-Chinese queries (BM25 has 1.0); "
+        "low because the default model is English-only — set 1.0 with a multilingual embedding_model",
+    )
+
+    llm_model: str | None = Field(
+        default=None,
+        description="optional LangChain chat model ('provider:model' for init_chat_model, e.g. "
+        "'openai:gpt-4o-mini' or 'ollama:llama3'); unset = no LLM, answers stay deterministic",
+    )
+    llm_base_url: str | None = Field(default=None, description="endpoint of an OpenAI-compatible or Ollama server")
+    llm_api_key: SecretStr | None = Field(default=None, description="API key for the LLM endpoint")
+    llm_timeout: float = Field(default=30.0, gt=0, description="seconds before the LLM call is abandoned")
 
     @property
     def sources_dir(self) -> Path:

@@ -1,0 +1,169 @@
+"""``trainfix diagnose``, ``ask``, ``chat`` and ``eval``: thin front-ends over :class:`assistant.api.Assistant`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from assistant.errors import InputError
+
+TESTS_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+DEFAULT_CASES = [TESTS_DATA / "triage_cases.jsonl", TESTS_DATA / "retrieval_queries.jsonl"]
+Retrieval = Literal["auto", "always", "never"]
+
+
+def _assistant(retrieval: str):
+    from assistant.api import Assistant
+
+    return Assistant(retrieval=retrieval)
+
+
+def _print(diagnosis, as_json: bool, plain: bool) -> None:
+    if as_json:
+        typer.echo(diagnosis.model_dump_json(indent=2))
+        return
+    from app.render import markdown
+
+    text = markdown(diagnosis)
+    if plain or not sys.stdout.isatty():
+        typer.echo(text)
+        return
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    Console().print(Markdown(text))
+
+
+def _parse_answers(pairs: list[str]) -> dict[str, str]:
+    answers: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--answer expects id=value (e.g. precision=bf16), got {pair!r}")
+        answers[key.strip()] = value.strip()
+    return answers
+
+
+def diagnose_command(
+    file: Annotated[str, typer.Argument(help="log or paste to diagnose; '-' or nothing reads stdin")] = "-",
+    as_json: Annotated[bool, typer.Option("--json", help="print the Diagnosis as JSON")] = False,
+    answer: Annotated[list[str], typer.Option("--answer", "-a", help="answer a follow-up: id=value (repeatable)")] = [],  # noqa: B006
+    lang: Annotated[str | None, typer.Option("--lang", help="answer language: zh or en (default: the input's)")] = None,
+    retrieval: Annotated[Retrieval, typer.Option(help="auto: only when rules are unsure; never: rules only")] = "auto",
+    plain: Annotated[bool, typer.Option("--plain", help="print Markdown source instead of formatting it")] = False,
+) -> None:
+    """Diagnose a traceback, training log or error line: failure mode, evidence, causes, fixes, sources."""
+    if lang not in (None, "zh", "en"):
+        raise InputError(f"--lang must be zh or en, got {lang!r}")
+    answers = _parse_answers(answer)
+    assistant = _assistant(retrieval)
+    if file == "-":
+        if sys.stdin.isatty():
+            typer.echo("reading from stdin (paste, then Ctrl-D)…", err=True)
+        diagnosis = assistant.diagnose(sys.stdin.buffer.read(), answers=answers, lang=lang)
+    else:
+        diagnosis = assistant.diagnose_file(file, answers=answers, lang=lang)
+    _print(diagnosis, as_json, plain)
+
+
+def ask_command(
+    question: Annotated[str, typer.Argument(help="a question, in Chinese or English")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the Diagnosis as JSON")] = False,
+    plain: Annotated[bool, typer.Option("--plain", help="print Markdown source instead of formatting it")] = False,
+) -> None:
+    """Ask the knowledge base a question ("显存不够怎么办", "how many checkpoints should I keep?")."""
+    _print(_assistant("auto").ask(question), as_json, plain)
+
+
+PASTE_GAP = 0.15  # seconds: lines arriving closer together than this belong to one paste
+SEPARATOR = "---"  # separates messages when stdin is not a terminal
+
+
+def _read_message(prompt: str) -> str | None:
+    """One message: on a terminal, Enter sends it (a multi-line paste arrives whole and is kept together);
+    from a pipe, messages are separated by a line ``---``. ``None`` at end of input."""
+    if not sys.stdin.isatty():
+        lines: list[str] = []
+        for line in sys.stdin:
+            if line.rstrip("\r\n") == SEPARATOR:
+                return "\n".join(lines)
+            lines.append(line.rstrip("\n"))
+        return "\n".join(lines) if lines else None
+    import os
+    import select
+
+    typer.echo(prompt, nl=False)
+    fd = sys.stdin.fileno()
+    data = b""
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return data.decode("utf-8", errors="replace") or None
+        data += chunk
+        if data.endswith(b"\n") and not select.select([fd], [], [], PASTE_GAP)[0]:
+            return data.decode("utf-8", errors="replace").rstrip("\n")
+
+
+def chat_command(
+    plain: Annotated[bool, typer.Option("--plain", help="print Markdown source instead of formatting it")] = False,
+) -> None:
+    """Interactive chat in the terminal: paste errors or ask questions; answer follow-ups to narrow down."""
+    from assistant.api import Exchange
+
+    assistant = _assistant("auto")
+    if sys.stdin.isatty():
+        typer.echo("trainfix chat — paste a traceback or log, or ask a question (Chinese or English). "
+                   "Answer follow-up questions to narrow the diagnosis. Ctrl-D quits.")
+    history: list = []
+    while True:
+        message = _read_message("\n> ")
+        if message is None:
+            typer.echo("")
+            return
+        if not message.strip():
+            continue
+        diagnosis = assistant.ask(message, history)
+        history.append(Exchange(message=message, diagnosis=diagnosis))
+        _print(diagnosis, False, plain)
+
+
+def eval_command(
+    cases: Annotated[list[Path], typer.Option("--cases", help="JSON-lines case file(s) (text, labels)")] = [],  # noqa: B006
+    system: Annotated[str, typer.Option(help="full | rules | vector (plain vector retrieval baseline)")] = "full",
+    as_json: Annotated[bool, typer.Option("--json", help="print the reports as JSON")] = False,
+) -> None:
+    """Score the assistant on labelled cases: top-1, top-3, abstention precision/recall, per mode."""
+    from assistant.evaluate import evaluate, load_cases
+    from assistant.scoring import predictor
+
+    predict = predictor(system)
+    reports = {}
+    for path in cases or DEFAULT_CASES:
+        reports[str(path)] = evaluate(load_cases(path), predict)
+    if as_json:
+        typer.echo(json.dumps({k: v.model_dump() for k, v in reports.items()}, ensure_ascii=False, indent=2))
+        return
+    for path, report in reports.items():
+        typer.echo(f"== {Path(path).name} · system: {system}")
+        typer.echo(
+            f"cases {report.cases} ({report.in_scope} in scope, {report.out_of_scope} out of scope)\n"
+            f"top-1 {report.top1:.3f}   top-3 {report.top3:.3f}\n"
+            f"abstention: precision {report.abstention_precision:.3f}  recall {report.abstention_recall:.3f}  "
+            f"accuracy {report.abstention_accuracy:.3f}"
+        )
+        typer.echo(f"{'label':28} {'cases':>5} {'top1':>5} {'top3':>5}")
+        for m in report.per_mode:
+            typer.echo(f"{m.mode:28} {m.cases:5d} {m.top1:5d} {m.top3:5d}")
+        typer.echo("")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``diagnose``, ``ask``, ``chat`` and ``eval`` to the trainfix CLI."""
+    app.command("diagnose")(diagnose_command)
+    app.command("ask")(ask_command)
+    app.command("chat")(chat_command)
+    app.command("eval")(eval_command)

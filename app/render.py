@@ -1,0 +1,182 @@
+"""Render a :class:`~assistant.diagnosis.Diagnosis` as Markdown (terminal, web chat) in its own language.
+
+Only the citations the rendered text refers to are listed, numbered in order of first appearance.
+
+Rendering only: every word of knowledge comes from the Diagnosis (cited records); the labels
+below are the only prose that lives in code.
+"""
+
+from __future__ import annotations
+
+import re
+
+from assistant.diagnosis import CandidateView, Diagnosis, FixView
+
+LABELS = {
+    "en": {
+        "confidence": "confidence", "route": {"rule": "signature rules", "metrics": "metric analysis",
+                                              "retrieval": "knowledge-base search"},
+        "evidence": "Evidence", "line": "line", "rank": "rank",
+        "causes": "Likely causes in this case", "likelihood": "likelihood in the guide", "check": "check",
+        "fixes": "What to do first", "steps": "How to confirm", "follow_up": "To narrow it down",
+        "others": "Other possibilities", "related": "Related sections", "sources": "Sources",
+        "guide": "customer guide", "runbook": "team runbook", "notices": "Notes",
+        "abstain_title": "No confident match",
+        "abstain": "trainfix did not recognise this as one of the 15 known training failure modes, and it "
+                   "will not guess. Paste the full traceback or the log lines around the failure, or ask a question.",
+        "nearest": "Nearest sections (not a confident match)",
+        "answer": "From the knowledge base",
+        "likelihoods": {"high": "high", "medium": "medium", "low": "low"},
+        "why": "why",
+    },
+    "zh": {
+        "confidence": "置信度", "route": {"rule": "特征规则", "metrics": "指标分析", "retrieval": "知识库检索"},
+        "evidence": "证据", "line": "第", "rank": "rank",
+        "causes": "本例中可能的原因", "likelihood": "指南中的概率", "check": "检测",
+        "fixes": "先做什么", "steps": "如何确认", "follow_up": "需要确认",
+        "others": "其他可能", "related": "相关章节", "sources": "来源",
+        "guide": "客户指南", "runbook": "团队手册", "notices": "说明",
+        "abstain_title": "没有可信的匹配",
+        "abstain": "trainfix 没有从中识别出 15 种已知训练失败模式中的任何一种，不做猜测。"
+                   "请贴出完整的 traceback 或故障前后的日志，或者直接提问。",
+        "nearest": "最接近的章节（并非可信匹配）",
+        "answer": "知识库中的相关内容",
+        "likelihoods": {"high": "高", "medium": "中", "low": "低"},
+        "why": "依据",
+    },
+}
+_MARKER = re.compile(r"\[(\d{1,3})\]")  # applied to bounded, already-validated LLM output only
+MAX_FIXES = 5
+MAX_QUOTE = 160
+
+
+def _line_label(lang: str, n: int) -> str:
+    return f"第 {n} 行" if lang == "zh" else f"line {n}"
+
+
+def _fix(lines: list[str], fix: FixView) -> None:
+    text = fix.text
+    if text and fix.code and text.strip("# ") in fix.code.code:  # the step is just the code's own comment
+        text = None
+    head = f"{fix.priority}. {text}" if text else f"{fix.priority}."
+    lines.append(f"{head} {_m(fix.cite)}")
+    if fix.code:
+        lang = "bash" if fix.code.language == "shell" else fix.code.language
+        lines.append("")
+        lines.append(f"   ```{lang}")
+        lines.extend(f"   {ln}" if ln else "" for ln in fix.code.code.splitlines())
+        lines.append("   ```")
+
+
+def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: bool) -> None:
+    lines.append(f"## {c.title} (`{c.failure_mode}`)")
+    lines.append(f"*{L['confidence']} {c.confidence:.2f} · {L['route'][c.route]}* " + _m(c.cites[0]) if c.cites
+                 else f"*{L['confidence']} {c.confidence:.2f} · {L['route'][c.route]}*")
+    lines.append("")
+    if c.evidence:
+        lines.append(f"**{L['evidence']}**")
+        for ev in c.evidence:
+            rank = f" ({L['rank']} {ev.rank})" if ev.rank is not None else ""
+            text = ev.text if len(ev.text) <= 300 else ev.text[:300] + "…"
+            lines.append(f"- {_line_label(lang, ev.line)}{rank}: `{text.replace('`', 'ʼ')}`")
+        lines.append("")
+    if c.causes:
+        lines.append(f"**{L['causes']}**")
+        for i, cause in enumerate(c.causes[:4], start=1):
+            like = f" — {L['likelihood']}: {L['likelihoods'][cause.likelihood]}" if cause.likelihood else ""
+            lines.append(f"{i}. {cause.text}{like} {_m(cause.cite)}")
+            if cause.detection:
+                lines.append(f"   - {L['check']}: {cause.detection}")
+            why = [r for r in cause.reasons if not r.startswith("base ")]
+            if why:
+                lines.append(f"   - {L['why']}: {'; '.join(why[:2])}")
+        lines.append("")
+    if c.fixes:
+        lines.append(f"**{L['fixes']}**")
+        for fix in c.fixes[:MAX_FIXES]:
+            _fix(lines, fix)
+        lines.append("")
+    if c.diagnosis_steps and c.route != "retrieval":
+        lines.append(f"<details><summary>{L['steps']}</summary>\n" if html else f"**{L['steps']}**")
+        for step in c.diagnosis_steps:
+            _fix(lines, step)
+        lines.append("\n</details>\n" if html else "")
+
+
+def markdown(d: Diagnosis, *, html: bool = False) -> str:
+    """The whole answer as Markdown, in ``d.language``, ending with numbered sources.
+
+    ``html=True`` folds the confirmation steps into a ``<details>`` block (for web chat).
+    """
+    return render(d, html=html)[0]
+
+
+def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
+    """``(markdown, number of sources listed)``; an LLM explanation, if any, goes on top."""
+    lang = d.language
+    L = LABELS[lang]
+    lines: list[str] = []
+    if d.explanation:  # its [n] markers index d.citations, like every other marker here
+        lines += [_MARKER.sub(lambda m: _m(int(m.group(1))), d.explanation.strip()), "", "---", ""]
+    if d.candidates:
+        _candidate(lines, d.candidates[0], lang, L, html)
+        if d.follow_up:
+            lines.append(f"**{L['follow_up']}**")
+            for fu in d.follow_up:
+                q = fu.question_zh if lang == "zh" else fu.question_en
+                lines.append(f"- {q} ({' / '.join(fu.options)})")
+            lines.append("")
+        if len(d.candidates) > 1:
+            lines.append(f"**{L['others']}**")
+            for c in d.candidates[1:]:
+                lines.append(f"- {c.title} (`{c.failure_mode}`, {L['confidence']} {c.confidence:.2f})")
+            lines.append("")
+    elif not d.abstained:
+        lines.append(f"## {L['answer']}")
+        lines.append("")
+    else:
+        lines.append(f"## {L['abstain_title']}")
+        lines.append("")
+        lines.append(L["abstain"])
+        lines.append("")
+    if d.passages:
+        title = L["nearest"] if d.abstained else (L["related"] if d.candidates else L["answer"])
+        if d.candidates or d.abstained:
+            lines.append(f"**{title}**")
+        for p in d.passages:
+            excerpt = " ".join(p.excerpt.split())
+            excerpt = excerpt if len(excerpt) <= 240 else excerpt[:240] + "…"
+            lines.append(f"- **{p.title}** {_m(p.cite)}: {excerpt}")
+        lines.append("")
+    if d.notices:
+        lines.append(f"**{L['notices']}**")
+        lines.extend(f"- {n}" for n in d.notices)
+        lines.append("")
+    body, order = _number("\n".join(lines))
+    out = [body.rstrip(), ""] if body.strip() else []
+
+    if order:
+        out.append(f"**{L['sources']}**")
+        for new_n, old_n in enumerate(order, start=1):
+            c = d.citations[old_n - 1]
+            who = L["guide"] if c.source_kind == "guide" else L["runbook"]
+            quote = " ".join(c.quote.split())
+            quote = quote if len(quote) <= MAX_QUOTE else quote[:MAX_QUOTE] + "…"
+            out.append(f"[{new_n}] {c.label()} — {who}: “{quote}”")
+    return "\n".join(out).rstrip() + "\n", len(order)
+
+
+def _m(cite: int) -> str:
+    """A citation marker placeholder; :func:`_number` renumbers markers in order of appearance."""
+    return f"\x00{cite}\x00"
+
+
+def _number(text: str) -> tuple[str, list[int]]:
+    order: list[int] = []
+    parts = text.split("\x00")
+    for i in range(1, len(parts), 2):
+        n = int(parts[i])
+        if n not in order:
+            order.append(n)
+        parts[i] = f"[{order.index(n) + 1}]"
+    return "".join(parts), order

@@ -1,0 +1,186 @@
+"""The public entry point: :class:`Assistant` turns any paste or question into a cited :class:`Diagnosis`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from assistant.compose import compose
+from assistant.config import Settings
+from assistant.diagnosis import Diagnosis, Lang
+from assistant.errors import InputError, TrainfixError
+from assistant.intent import is_question
+from assistant.knowledge import Knowledge
+from assistant.models import Triage
+from assistant.triage import triage, triage_file
+
+RetrievalUse = Literal["auto", "always", "never"]
+CONFIDENT = 0.5  # below this top rule confidence, retrieval is consulted too
+SEARCH_K = 5
+
+
+class Exchange(BaseModel):
+    """One conversation turn: what the user said and the assistant's answer to it."""
+
+    model_config = ConfigDict(extra="forbid")
+    message: str
+    diagnosis: Diagnosis
+
+
+class Assistant:
+    """Diagnose pastes and answer questions from the knowledge base.
+
+    ``Assistant()`` uses the packaged knowledge base and the default index location
+    (``Settings()``: ``TRAINFIX_*`` environment variables or ``.env``). The index is built on first
+    use of retrieval. ``retrieval="never"`` keeps the rule path only (no model or Chroma loaded);
+    ``"auto"`` (default) consults retrieval for questions and for pastes the rules do not recognise.
+    """
+
+    def __init__(self, settings: Settings | None = None, *, retrieval: RetrievalUse = "auto") -> None:
+        self.settings = settings or Settings()
+        self.retrieval: RetrievalUse = retrieval
+        self.knowledge = Knowledge.load(self.settings.records_dir)
+        self._retriever = None
+
+    # -- public -----------------------------------------------------------------------------
+
+    def diagnose(self, text: str | bytes, *, answers: dict[str, str] | None = None,
+                 lang: Lang | None = None) -> Diagnosis:
+        """Diagnose a paste (traceback, log, one error line) or answer a question.
+
+        ``answers`` maps follow-up ids (``Diagnosis.follow_up[i].id``) to replies, which narrow
+        the causes; ``lang`` forces the answer language (default: the input's).
+        """
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise InputError(f"diagnose expects text, got {type(text).__name__}")
+        result = triage(text, answers)
+        as_text = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
+        return self._answer(result, as_text, is_question(as_text, result), lang, answers)
+
+    def diagnose_file(self, path: str | Path, *, answers: dict[str, str] | None = None,
+                      lang: Lang | None = None) -> Diagnosis:
+        """Diagnose a log file of any size; it is streamed, so memory stays bounded."""
+        result = triage_file(path, answers)
+        return self._answer(result, "", False, lang, answers)
+
+    def ask(self, message: str, history: Sequence[Exchange] = ()) -> Diagnosis:
+        """Continue a conversation.
+
+        A reply to the last answer's follow-up question ("it's bf16 already", "就是bf16") re-runs
+        that diagnosis with the answer applied, instead of starting over; anything else — a new
+        paste or a question — is diagnosed on its own.
+        """
+        from assistant.tree import parse_answer
+
+        if history:
+            last = history[-1].diagnosis
+            for fu in last.follow_up:
+                value = parse_answer(fu.id, message)
+                if value is None:
+                    continue
+                origin = _origin(history)
+                if origin is None:
+                    break
+                answers = {**last.answers, fu.id: value}
+                reply_lang = triage(message).language if any("\u4e00" <= ch <= "\u9fff" for ch in message) else last.language
+                return self.diagnose(origin, answers=answers, lang=reply_lang)
+        return self.diagnose(message)
+
+    def search(self, query: str, k: int = SEARCH_K):
+        """Hybrid retrieval over the knowledge base (``list[assistant.retrieval.Hit]``)."""
+        return self._get_retriever().search(query, k=k)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _answer(self, result: Triage, text: str, question: bool, lang: Lang | None,
+                answers: dict[str, str] | None) -> Diagnosis:
+        lang = lang or result.language
+        hits, warnings = [], []
+        top = result.candidates[0].confidence if result.candidates else 0.0
+        if self.retrieval == "always" or (self.retrieval == "auto" and (question or top < CONFIDENT)):
+            hits, warnings = self._search(self._query(text, result, question))
+        confident = confident_hit(hits) if not result.candidates else None
+        diagnosis = compose(
+            result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,
+            retrieval_candidates=[(confident.failure_mode, _retrieval_confidence(confident))]
+            if confident is not None and confident.kind == "record" else [],
+            answered_by_passage=confident is not None and confident.kind == "passage",
+            answers=answers, extra_warnings=warnings,
+        )
+        return self._rephrase(diagnosis, text) if self.settings.llm_model else diagnosis
+
+    def _rephrase(self, diagnosis: Diagnosis, message: str) -> Diagnosis:
+        """Add the optional LLM retelling; any failure keeps the deterministic answer, with a warning."""
+        from assistant.llm import RephraseRejected, rephrase
+
+        try:
+            explanation = rephrase(diagnosis, message, self.settings)
+        except RephraseRejected as err:
+            return diagnosis.model_copy(update={"warnings": [*diagnosis.warnings, f"LLM answer discarded: {err}"]})
+        except ImportError as err:
+            why = f"LLM unavailable ({err}); install the extra: pip install 'trainfix[llm]'"
+            return diagnosis.model_copy(update={"warnings": [*diagnosis.warnings, why]})
+        except Exception as err:  # noqa: BLE001 - a remote model may fail in any way; the answer stands without it
+            why = f"LLM call failed ({type(err).__name__}: {str(err)[:200]}); showing the deterministic answer"
+            return diagnosis.model_copy(update={"warnings": [*diagnosis.warnings, why]})
+        return diagnosis.model_copy(update={"explanation": explanation, "routes": [*diagnosis.routes, "llm"]})
+
+    def _get_retriever(self):
+        if self._retriever is None:
+            from assistant.retrieval import Retriever
+
+            self._retriever = Retriever(self.settings)
+        return self._retriever
+
+    def _search(self, query: str):
+        if not query.strip():
+            return [], []
+        try:
+            return self.search(query), []
+        except TrainfixError as err:
+            return [], [f"retrieval unavailable: {err}"]
+
+    @staticmethod
+    def _query(text: str, result, question: bool) -> str:
+        """What to search for: the question itself, or the lines that matter in a paste."""
+        if question:
+            return text.strip()
+        parts: list[str] = []
+        for tb in result.tracebacks[-2:]:
+            if tb.exc_type or tb.message:
+                parts.append(f"{tb.exc_type or ''}: {tb.message or ''}")
+        for cand in result.candidates[:2]:
+            parts.extend(ev.text for ev in cand.evidence[:3])
+        if not parts:  # nothing recognised: search with the tail of the paste
+            lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+            parts = lines[-6:]
+        return "\n".join(parts)[:2000]
+
+
+def _origin(history: Sequence[Exchange]) -> str | None:
+    """The paste a chain of follow-up answers refers to: the latest turn diagnosed without answers."""
+    for ex in reversed(history):
+        if not ex.diagnosis.answers and ex.diagnosis.kind == "diagnosis":
+            return ex.message
+    return None
+
+
+def confident_hit(hits):
+    """The top hit when vector and lexical search agree on it (both rank it in their top 2), else None.
+
+    Retrieval alone never outranks a rule; this agreement test is what lets it answer questions and
+    unrecognised pastes without turning every out-of-scope input into a made-up diagnosis.
+    """
+    if not hits:
+        return None
+    top = hits[0]
+    if top.vector_rank is not None and top.bm25_rank is not None and top.vector_rank <= 2 and top.bm25_rank <= 2:
+        return top
+    return None
+
+
+def _retrieval_confidence(hit) -> float:
+    return 0.55 if hit.vector_rank == 1 and hit.bm25_rank == 1 else 0.45

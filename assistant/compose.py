@@ -1,0 +1,214 @@
+"""Compose: triage result + knowledge records (+ retrieval hits) → one :class:`Diagnosis`.
+
+This is the only place an answer is assembled, so every front-end gives the same one. Nothing
+here invents text: causes, fixes and code come from cited records; evidence comes from the input
+(redacted); numbers come from the rule/metric stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from assistant.diagnosis import CandidateView, CauseView, CodeView, Diagnosis, FixView, Lang, PassageView
+from assistant.knowledge import Knowledge
+from assistant.models import Candidate, Evidence, Triage
+from assistant.redact import redact
+from kb.schema import Citation, Fix, Record, Step
+
+# Score for a cause the decision tree did not rank (e.g. a runbook cause it has no rule for).
+_LIKELIHOOD_SCORE = {"high": 0.5, "medium": 0.35, "low": 0.2, None: 0.25}
+MAX_CANDIDATES = 3
+EXCERPT_CHARS = 400
+
+
+class Citations:
+    """Numbered, de-duplicated citation list; :meth:`add` returns the 1-based marker."""
+
+    def __init__(self) -> None:
+        self.items: list[Citation] = []
+        self._index: dict[tuple, int] = {}
+
+    def add(self, c: Citation) -> int:
+        key = (c.source, c.start_line, c.end_line, c.quote)
+        if key not in self._index:
+            self.items.append(c)
+            self._index[key] = len(self.items)
+        return self._index[key]
+
+
+def _redacted_evidence(evidence: Sequence[Evidence]) -> tuple[list[Evidence], int]:
+    out, count = [], 0
+    for ev in evidence:
+        text, match = redact(ev.text), redact(ev.match)
+        count += text.count
+        out.append(ev.model_copy(update={"text": text.text, "match": match.text}))
+    return out, count
+
+
+def _causes(record: Record, cand: Candidate | None, lang: Lang, cites: Citations) -> list[CauseView]:
+    ranked = {rc.cause_id: rc for rc in cand.causes} if cand else {}
+    views = []
+    for order, cause in enumerate(record.causes):
+        rc = ranked.get(cause.id)
+        score = rc.score if rc else _LIKELIHOOD_SCORE[cause.likelihood]
+        views.append((
+            -score, order,
+            CauseView(
+                id=cause.id, text=cause.text.get(lang), likelihood=cause.likelihood,
+                detection=cause.detection.get(lang) if cause.detection else None,
+                score=round(score, 3), reasons=rc.reasons if rc else [], cite=cites.add(cause.citation),
+            ),
+        ))
+    return [v for *_, v in sorted(views, key=lambda t: (t[0], t[1]))]
+
+
+def _fix_view(item: Fix | Step, priority: int, lang: Lang, cites: Citations) -> FixView:
+    code = CodeView(language=item.code.language, code=item.code.code) if item.code else None
+    if item.code:
+        cites.add(item.code.citation)
+    return FixView(priority=priority, text=item.text.get(lang) if item.text else None, code=code,
+                   cite=cites.add(item.citation))
+
+
+def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations) -> list[FixView]:
+    """Fixes acting on the likeliest causes first (in cause order), then the rest in the source's order."""
+    def key(fix: Fix) -> tuple[int, int]:
+        hits = [top_causes.index(c) for c in fix.addresses if c in top_causes]
+        return (min(hits) if hits else len(top_causes), fix.priority)
+
+    ordered = sorted(record.fixes, key=key)
+    return [_fix_view(f, i, lang, cites) for i, f in enumerate(ordered, start=1)]
+
+
+def candidate_view(
+    record: Record, cand: Candidate | None, lang: Lang, cites: Citations, *,
+    confidence: float, route: str, evidence: list[Evidence],
+) -> CandidateView:
+    """One candidate with the record's knowledge, causes ranked for this case."""
+    causes = _causes(record, cand, lang, cites)
+    top = [c.id for c in causes[:2]]
+    return CandidateView(
+        failure_mode=record.failure_mode, category=record.category, title=record.title.get(lang),
+        confidence=round(confidence, 3), route=route, evidence=evidence,
+        symptoms=[s.text.get(lang) for s in record.symptoms],
+        causes=causes, fixes=_fixes(record, top, lang, cites),
+        diagnosis_steps=[_fix_view(s, i, lang, cites) for i, s in enumerate(record.diagnosis, start=1)],
+        cites=[cites.add(c) for c in record.citations],
+    )
+
+
+def compose(
+    result: Triage,
+    knowledge: Knowledge,
+    *,
+    lang: Lang,
+    kind: str = "diagnosis",
+    hits: Sequence = (),
+    retrieval_candidates: Sequence[tuple[str, float]] = (),
+    answers: dict[str, str] | None = None,
+    answered_by_passage: bool = False,
+    extra_notices: Sequence[str] = (),
+    extra_warnings: Sequence[str] = (),
+) -> Diagnosis:
+    """Build the :class:`Diagnosis` for a triage result.
+
+    ``hits`` are retrieval hits (``assistant.retrieval.Hit``) used as supporting or nearest passages;
+    ``retrieval_candidates`` are (failure mode, confidence) pairs retrieval alone recognised, used
+    only when the rules found nothing; ``answered_by_passage`` says the top hit is a passage that
+    retrieval confidently matched (a plain question answered from the guide).
+    """
+    cites = Citations()
+    notices = list(result.notices) + list(extra_notices)
+    views: list[CandidateView] = []
+    redacted = 0
+    for cand in result.candidates[:MAX_CANDIDATES]:
+        record = knowledge.records.get(cand.failure_mode)
+        if record is None:
+            continue
+        evidence, n = _redacted_evidence(cand.evidence)
+        redacted += n
+        views.append(candidate_view(record, cand, lang, cites, confidence=cand.confidence,
+                                    route=cand.route, evidence=evidence))
+    routes = list(result.routes)
+    if not views:
+        for mode, conf in retrieval_candidates[:MAX_CANDIDATES]:
+            record = knowledge.records.get(mode)
+            if record is not None:
+                views.append(candidate_view(record, None, lang, cites, confidence=conf,
+                                            route="retrieval", evidence=[]))
+        if views:
+            routes.append("retrieval")
+    if redacted:
+        notices.append(f"{redacted} secret(s) redacted from the evidence shown.")
+
+    passages = _passages(views, hits, knowledge, lang, cites)
+    return Diagnosis(
+        language=lang, kind="answer" if kind == "answer" else "diagnosis",
+        candidates=views, abstained=not views and not (answered_by_passage and passages),
+        follow_up=result.follow_up if views and result.candidates else [],
+        passages=passages, citations=cites.items, routes=routes,
+        facts=dict(result.facts), answers=dict(answers or {}), metrics=result.metrics,
+        notices=notices, warnings=list(result.warnings) + list(extra_warnings),
+    )
+
+
+def _passages(views, hits, knowledge: Knowledge, lang: Lang, cites: Citations) -> list[PassageView]:
+    shown = {v.failure_mode for v in views}
+    out: list[PassageView] = []
+    seen: set[str] = set()
+    for hit in hits:
+        if hit.id in seen or (hit.kind == "record" and hit.id in shown):
+            continue
+        view = _hit_view(hit, knowledge, lang, cites)
+        if view is not None:
+            seen.add(hit.id)
+            out.append(view)
+    for v in views[:1]:
+        for p in knowledge.passages_for(v.failure_mode):
+            if p.id not in seen:
+                seen.add(p.id)
+                text = p.body(lang)
+                out.append(PassageView(id=p.id, kind="passage", title=p.title.get(lang),
+                                       excerpt=text[:EXCERPT_CHARS], score=0.0, failure_mode=v.failure_mode,
+                                       cite=cites.add(p.citation)))
+    return out[:5]
+
+
+def _record_citations(record: Record):
+    yield from record.citations
+    for group in (record.symptoms, record.causes, record.diagnosis, record.fixes):
+        for item in group:
+            yield item.citation
+            code = getattr(item, "code", None)
+            if code is not None:
+                yield code.citation
+
+
+def _hit_citation(hit, knowledge: Knowledge) -> Citation | None:
+    """The knowledge-base citation behind a hit's chunk: same source and lines, with its verbatim quote."""
+    c = hit.citation
+    if hit.kind == "passage":
+        p = knowledge.passages.get(hit.id)
+        return p.citation if p else None
+    record = knowledge.records.get(hit.failure_mode or "")
+    if record is None:
+        return None
+    same = [x for x in _record_citations(record)
+            if x.source == c.source and x.start_line == c.start_line and x.end_line == c.end_line]
+    if same:
+        return same[0]
+    covering = [x for x in record.citations
+                if x.source == c.source and x.start_line <= c.start_line and c.end_line <= x.end_line]
+    return covering[0] if covering else (record.citations[0] if record.citations else None)
+
+
+def _hit_view(hit, knowledge: Knowledge, lang: Lang, cites: Citations) -> PassageView | None:
+    citation = _hit_citation(hit, knowledge)
+    if citation is None:  # the index is older than the records; never cite what we cannot verify
+        return None
+    if hit.kind == "passage":
+        title = knowledge.passages[hit.id].title.get(lang)
+    else:
+        title = knowledge.records[hit.failure_mode].title.get(lang)
+    return PassageView(id=hit.id, kind=hit.kind, failure_mode=hit.failure_mode, title=title,
+                       excerpt=hit.text[:EXCERPT_CHARS], score=round(hit.score, 4), cite=cites.add(citation))
