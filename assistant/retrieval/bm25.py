@@ -1,0 +1,46 @@
+"""The lexical side of the index: BM25 (``bm25s``) over bilingual tokens of every chunk.
+
+Built in memory from the chunks each time a :class:`~assistant.retrieval.Retriever` opens, not
+persisted: tokenising and indexing a few thousand chunks takes well under a second after jieba's
+dictionary is loaded, and an in-memory index can never be stale or half-written on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from assistant.retrieval.models import Chunk
+from assistant.retrieval.tokenize import tokenize
+
+
+class BM25Index:
+    """BM25 over chunk texts; :meth:`search` returns (chunk index, score) best first."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        import bm25s
+
+        self.size = len(texts)
+        corpus = [tokenize(t) or [""] for t in texts]
+        self._bm25 = bm25s.BM25()
+        if self.size:
+            self._bm25.index(corpus, show_progress=False)
+
+    @classmethod
+    def from_chunks(cls, chunks: Sequence[Chunk]) -> "BM25Index":
+        return cls([c.text for c in chunks])
+
+    def search(self, query: str, n: int) -> list[tuple[int, float]]:
+        """Up to ``n`` (chunk index, score) pairs with a positive score, best first."""
+        if not self.size:
+            return []
+        vocab = self._bm25.vocab_dict
+        tokens = [t for t in tokenize(query) if t and t in vocab]
+        if not tokens:
+            return []
+        scores = np.asarray(self._bm25.get_scores(tokens), dtype="float64")
+        n = min(n, self.size)
+        top = np.argpartition(-scores, n - 1)[:n]
+        ranked = sorted(top.tolist(), key=lambda i: (-scores[i], i))
+        return [(i, float(scores[i])) for i in ranked if scores[i] > 0]

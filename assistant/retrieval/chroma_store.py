@@ -1,0 +1,268 @@
+"""The vector side of the index: one Chroma collection, embedded (``PersistentClient``) or on a server.
+
+Embedded mode keeps the index under ``<data_dir>/chroma`` with the manifest inside it; server mode
+(``Settings.chroma_url``) talks to a ``chroma run`` server over HTTP and keeps the manifest locally
+under ``<data_dir>/servers/``. The collection name carries the model fingerprint, so a different model
+never reads vectors made by another. Every Chroma failure surfaces as :class:`ChromaFailure`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import shutil
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import re2
+
+from assistant.config import Settings
+from assistant.errors import IndexError_
+from assistant.retrieval.manifest import MANIFEST_NAME
+
+# Chroma refuses batches above ~5461 items; stay well below.
+SLICE = 5000
+_NAME_BAD = re2.compile(r"[^A-Za-z0-9._-]+")
+
+
+class ChromaFailure(Exception):
+    """Chroma raised (or panicked) while opening, reading or writing the collection."""
+
+
+@contextlib.contextmanager
+def chroma_errors(what: str) -> Iterator[None]:
+    """Turn anything Chroma raises into :class:`ChromaFailure`.
+
+    Chroma's Rust core reports a corrupt file as a pyo3 ``PanicException``, which derives from
+    ``BaseException``, not ``Exception``: catch everything except interpreter exits.
+    """
+    try:
+        yield
+    except (KeyboardInterrupt, SystemExit, GeneratorExit, IndexError_):
+        raise
+    except BaseException as err:  # noqa: BLE001 - see docstring
+        raise ChromaFailure(f"{what}: {type(err).__name__}: {str(err)[:300]}") from err
+
+
+@dataclass(frozen=True)
+class IndexLocation:
+    """Where an index lives and what its collection and manifest are called."""
+
+    mode: Literal["embedded", "server"]
+    location: str  # directory (embedded) or URL (server)
+    chroma_dir: Path | None
+    manifest_path: Path
+    lock_path: Path
+    collection: str
+
+    @classmethod
+    def from_settings(cls, settings: Settings, model_fingerprint: str) -> "IndexLocation":
+        prefix = _NAME_BAD.sub("-", settings.collection).strip("-._") or "trainfix"
+        collection = f"{prefix[:40]}-{model_fingerprint[:16]}"
+        data_dir = Path(settings.data_dir).expanduser()
+        if settings.chroma_url:
+            url = settings.chroma_url.rstrip("/")
+            slug = _NAME_BAD.sub("_", urllib.parse.urlsplit(url).netloc) or "server"
+            return cls(mode="server", location=url, chroma_dir=None,
+                       manifest_path=data_dir / "servers" / f"{slug}-{collection}.manifest.json",
+                       lock_path=data_dir / "index.lock", collection=collection)
+        chroma_dir = data_dir / "chroma"
+        return cls(mode="embedded", location=str(chroma_dir), chroma_dir=chroma_dir,
+                   manifest_path=chroma_dir / MANIFEST_NAME, lock_path=data_dir / "index.lock",
+                   collection=collection)
+
+
+@contextlib.contextmanager
+def build_lock(loc: IndexLocation) -> Iterator[None]:
+    """Exclusive lock around writes: several processes writing one Chroma directory lose vectors."""
+    loc.lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(loc.lock_path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _chroma_settings() -> Any:
+    from chromadb.config import Settings as ChromaSettings
+
+    return ChromaSettings(anonymized_telemetry=False)
+
+
+class ChromaStore:
+    """One collection of chunk vectors. Methods raise :class:`ChromaFailure` on any Chroma error."""
+
+    def __init__(self, loc: IndexLocation, embedding_function: Any) -> None:
+        self.loc = loc
+        self._ef = embedding_function
+        self._client: Any = None
+        self._collection: Any = None
+
+    # -- connection -------------------------------------------------------------------------
+
+    def client(self) -> Any:
+        if self._client is None:
+            import chromadb
+
+            if self.loc.mode == "server":
+                parts = urllib.parse.urlsplit(self.loc.location)
+                if parts.scheme not in ("http", "https") or not parts.hostname:
+                    raise IndexError_(f"TRAINFIX_CHROMA_URL {self.loc.location!r} is not an http(s)://host:port URL")
+                try:
+                    self._client = chromadb.HttpClient(
+                        host=parts.hostname, port=parts.port or (443 if parts.scheme == "https" else 8000),
+                        ssl=parts.scheme == "https", settings=_chroma_settings(),
+                    )
+                    self._client.heartbeat()
+                except Exception as err:  # connection refused, DNS, TLS: the server is not there
+                    self._client = None
+                    raise IndexError_(f"cannot reach the Chroma server at {self.loc.location} ({type(err).__name__}); "
+                                      "is `chroma run` up?") from err
+            else:
+                assert self.loc.chroma_dir is not None
+                self.loc.chroma_dir.mkdir(parents=True, exist_ok=True)
+                try:
+                    with chroma_errors(f"opening {self.loc.chroma_dir}"):
+                        self._client = chromadb.PersistentClient(path=str(self.loc.chroma_dir),
+                                                                 settings=_chroma_settings())
+                except ChromaFailure:
+                    self._forget_system()  # a failed open can leave a broken System cached for this path
+                    raise
+        return self._client
+
+    def collection(self, create: bool = False) -> Any:
+        """The collection; with ``create`` it is created (cosine space) when missing."""
+        if self._collection is None:
+            client = self.client()
+            with chroma_errors(f"opening collection {self.loc.collection}"):
+                if create:
+                    self._collection = client.get_or_create_collection(
+                        self.loc.collection, embedding_function=self._ef,
+                        configuration={"hnsw": {"space": "cosine"}},
+                    )
+                else:
+                    self._collection = client.get_collection(self.loc.collection, embedding_function=self._ef)
+        return self._collection
+
+    def close(self) -> None:
+        """Release the client (embedded: the SQLite handles of this process)."""
+        client, self._client, self._collection = self._client, None, None
+        if client is not None and self.loc.mode == "embedded":
+            # close() is reference counted: other clients of this directory in the process keep working.
+            with contextlib.suppress(ChromaFailure), chroma_errors("closing"):
+                client.close()
+
+    def _forget_system(self) -> None:
+        # Chroma caches one System per directory for the whole process; after the directory is
+        # deleted a cached System would keep writing to unlinked files, so drop it explicitly.
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        key = str(self.loc.chroma_dir)
+        system = SharedSystemClient._identifier_to_system.pop(key, None)
+        SharedSystemClient._identifier_to_refcount.pop(key, None)
+        if system is not None:
+            with contextlib.suppress(ChromaFailure), chroma_errors("stopping"):
+                system.stop()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        client = self.client()
+        with chroma_errors("listing collections"):
+            return self.loc.collection in {c.name for c in client.list_collections()}
+
+    def count(self) -> int:
+        with chroma_errors("counting vectors"):
+            return int(self.collection().count())
+
+    def stored_hashes(self) -> dict[str, str]:
+        """chunk id -> content hash of every stored vector."""
+        col = self.collection()
+        out: dict[str, str] = {}
+        with chroma_errors("reading chunk metadata"):
+            total = col.count()
+            for offset in range(0, total, SLICE):
+                got = col.get(include=["metadatas"], limit=SLICE, offset=offset)
+                for cid, meta in zip(got["ids"], got["metadatas"] or []):
+                    out[cid] = str((meta or {}).get("hash", ""))
+        return out
+
+    def query(self, vector: Sequence[float], n: int) -> list[tuple[str, float]]:
+        """(chunk id, cosine distance) of the ``n`` nearest vectors, nearest first."""
+        col = self.collection()
+        with chroma_errors("querying vectors"):
+            total = col.count()
+            if total == 0:
+                return []
+            res = col.query(query_embeddings=[list(vector)], n_results=min(n, total), include=["distances"])
+        return list(zip(res["ids"][0], (float(d) for d in res["distances"][0])))
+
+    def probes_ok(self, probe_ids: Sequence[str]) -> str | None:
+        """``None`` if each probe's stored vector finds the probe again; else what went wrong.
+
+        A damaged HNSW segment can leave ``count()`` right while neighbours are wrong; this catches it.
+        """
+        if not probe_ids:
+            return None
+        col = self.collection()
+        with chroma_errors("probing vectors"):
+            got = col.get(ids=list(probe_ids), include=["embeddings"])
+            ids, vectors = list(got["ids"]), got["embeddings"]
+            if len(ids) != len(probe_ids) or vectors is None:
+                return f"{len(probe_ids) - len(ids)} probe vector(s) missing"
+            n = min(5, col.count())
+            res = col.query(query_embeddings=[list(map(float, v)) for v in vectors], n_results=n, include=["distances"])
+        for pid, found, dists in zip(ids, res["ids"], res["distances"]):
+            if not any(f == pid and d < 1e-3 for f, d in zip(found, dists)):
+                return f"vector of {pid} no longer finds itself"
+        return None
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def upsert(self, ids: list[str], vectors: list[list[float]], documents: list[str], metadatas: list[dict]) -> None:
+        col = self.collection(create=True)
+        with chroma_errors("writing vectors"):
+            for i in range(0, len(ids), SLICE):
+                col.upsert(ids=ids[i:i + SLICE], embeddings=vectors[i:i + SLICE],
+                           documents=documents[i:i + SLICE], metadatas=metadatas[i:i + SLICE])
+
+    def delete(self, ids: list[str]) -> None:
+        col = self.collection(create=True)
+        with chroma_errors("deleting vectors"):
+            for i in range(0, len(ids), SLICE):
+                col.delete(ids=ids[i:i + SLICE])
+
+    def wipe(self) -> None:
+        """Remove the index completely (embedded: the directory; server: this collection only)."""
+        if self.loc.mode == "embedded":
+            self.close()
+            self._forget_system()
+            assert self.loc.chroma_dir is not None
+            if self.loc.chroma_dir.is_dir() and not self.loc.chroma_dir.is_symlink():
+                shutil.rmtree(self.loc.chroma_dir)
+            else:
+                self.loc.chroma_dir.unlink(missing_ok=True)
+            return
+        self.loc.manifest_path.unlink(missing_ok=True)
+        client = self.client()
+        self._collection = None
+        with chroma_errors(f"deleting collection {self.loc.collection}"):
+            if self.loc.collection in {c.name for c in client.list_collections()}:
+                client.delete_collection(self.loc.collection)
+
+    def drop_other_collections(self, prefix: str) -> list[str]:
+        """Embedded mode: delete collections made with another model (same prefix, other fingerprint)."""
+        if self.loc.mode != "embedded":
+            return []  # a shared server may hold other users' collections: leave them alone
+        client = self.client()
+        dropped = []
+        with chroma_errors("listing collections"):
+            for c in client.list_collections():
+                if c.name != self.loc.collection and c.name.startswith(prefix + "-"):
+                    client.delete_collection(c.name)
+                    dropped.append(c.name)
+        return dropped

@@ -1,0 +1,171 @@
+"""Hybrid search over the knowledge base: Chroma vectors + BM25, fused with reciprocal-rank fusion."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from assistant.config import Settings
+from assistant.errors import IndexError_, InputError
+from assistant.retrieval.fusion import rrf
+from assistant.retrieval.models import Chunk, Hit, IndexReport
+
+if TYPE_CHECKING:
+    from assistant.retrieval.bm25 import BM25Index
+    from assistant.retrieval.chroma_store import ChromaStore
+    from assistant.retrieval.embeddings import Embedder
+    from ingest.index import KnowledgeBase
+    from kb.schema import Passage, Record
+
+# Candidates taken from each list before fusion (chunks, not documents).
+CANDIDATES = 50
+MAX_EMBED_CHARS = 8000
+
+
+def _stderr(message: str) -> None:
+    print(f"trainfix: {message}", file=sys.stderr, flush=True)
+
+
+def han_fraction(text: str) -> float:
+    """Share of Han characters among the letters of ``text`` (0.0 for no letters)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return 0.0
+    return sum(1 for ch in letters if "\u3400" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff") / len(letters)
+
+
+class Retriever:
+    """Search the knowledge base; the index is opened (and built or repaired if needed) on first use.
+
+    >>> from assistant.config import Settings
+    >>> hits = Retriever(Settings()).search("CUDA out of memory", k=3)   # doctest: +SKIP
+    >>> hits[0].failure_mode, hits[0].citation.label()                  # doctest: +SKIP
+
+    ``records``/``passages`` default to ``settings.records_dir``; ``progress`` receives one-line
+    messages while an index is built (default: stderr); ``embedder`` replaces the configured model
+    (the benchmark uses a synthetic one). A missing, stale, damaged or other-model index
+    is rebuilt with a message, never used silently; :class:`IndexError_` if that fails too.
+    """
+
+    def __init__(self, settings: Settings | None = None, records: Sequence["Record"] | None = None,
+                 passages: Sequence["Passage"] | None = None,
+                 progress: Callable[[str], None] | None = None, embedder: "Embedder | None" = None) -> None:
+        self.settings = settings or Settings()
+        self._embedder = embedder
+        self._records = records
+        self._passages = passages
+        self.progress = progress or _stderr
+        self._lock = threading.RLock()
+        self._kb: KnowledgeBase | None = None
+        self._store: ChromaStore | None = None
+        self._bm25: BM25Index | None = None
+        self._by_id: dict[str, Chunk] = {}
+        self._doc_of: dict[str, str] = {}
+        self.last_build: IndexReport | None = None  # what the last (re)build this retriever triggered did
+
+    # -- opening ----------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Load records, check the index and build/repair it if needed. Called by :meth:`search`."""
+        with self._lock:
+            if self._store is not None:
+                return
+            from assistant.retrieval.bm25 import BM25Index
+            from ingest.index import KnowledgeBase, build_index, inspect_index
+
+            kb = KnowledgeBase.load(self.settings, self._records, self._passages, embedder=self._embedder)
+            store = kb.store()
+            found = inspect_index(kb, store)
+            fresh = found.state == "ok" and found.manifest is not None and found.manifest.chunks == kb.hashes
+            if not fresh:
+                store.close()
+                if found.state == "ok":
+                    self.progress(f"kb/records changed since the index at {kb.loc.location} was built; updating it")
+                self.last_build = build_index(self.settings, progress=self.progress, kb=kb)
+                store = kb.store()
+            self._kb, self._store = kb, store
+            self._by_id = {c.id: c for c in kb.chunks}
+            self._doc_of = {c.id: c.doc_id for c in kb.chunks}
+            self._bm25 = BM25Index.from_chunks(kb.chunks)
+
+    def close(self) -> None:
+        """Release the Chroma client."""
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+            self._store = None
+
+    def _repair(self, why: str) -> None:
+        from ingest.index import build_index
+
+        assert self._kb is not None and self._store is not None
+        self._store.close()
+        self._store = None
+        self.last_build = build_index(self.settings, progress=self.progress, damaged=why, kb=self._kb)
+        self._store = self._kb.store()
+
+    # -- searching --------------------------------------------------------------------------
+
+    def vector_search(self, query: str, n: int = CANDIDATES) -> list[tuple[str, float]]:
+        """(chunk id, cosine distance) of the nearest chunks; repairs the index once on a Chroma error."""
+        from assistant.retrieval.chroma_store import ChromaFailure
+
+        self.open()
+        assert self._kb is not None
+        # The model reads only its first 256 word pieces; don't make the tokenizer walk a 10 MB paste.
+        vector = self._kb.embedder.embed([query[:MAX_EMBED_CHARS]])[0]
+        for attempt in (1, 2):
+            assert self._store is not None
+            try:
+                found = self._store.query(vector, n)
+            except ChromaFailure as err:
+                if attempt == 2:
+                    raise IndexError_(f"the index at {self._kb.loc.location} still fails after a rebuild: {err}") from err
+                self._repair(str(err))
+                continue
+            unknown = [cid for cid, _ in found if cid not in self._by_id]
+            if not unknown:
+                return found
+            if attempt == 2:
+                raise IndexError_(f"the index at {self._kb.loc.location} returns unknown chunks ({unknown[0]})")
+            self._repair(f"it returned {len(unknown)} chunk(s) that are not in kb/records")
+        raise AssertionError("unreachable")
+
+    def bm25_search(self, query: str, n: int = CANDIDATES) -> list[tuple[str, float]]:
+        """(chunk id, BM25 score) of the best lexical matches."""
+        self.open()
+        assert self._bm25 is not None and self._kb is not None
+        return [(self._kb.chunks[i].id, s) for i, s in self._bm25.search(query, n)]
+
+    def vector_weight(self, query: str) -> float:
+        """Weight of the vector ranking for ``query``.
+
+        The default embedding model is English-only: for a mostly-Chinese query its ranking is close
+        to noise (measured in the README's retrieval table), so BM25 over jieba tokens decides and the
+        vectors only break ties, unless ``Settings.retrieval_zh_vector_weight`` says otherwise.
+        """
+        return self.settings.retrieval_zh_vector_weight if han_fraction(query) > 0.5 else 1.0
+
+    def search(self, query: str, k: int = 5) -> list[Hit]:
+        """The ``k`` best records/passages for ``query`` (Chinese or English), best first."""
+        if not query or not query.strip():
+            raise InputError("empty search query")
+        if k < 1:
+            raise InputError(f"k must be at least 1 (got {k})")
+        with self._lock:
+            vec = self.vector_search(query)
+            lex = self.bm25_search(query)
+        weights = {"vector": self.vector_weight(query), "bm25": 1.0}
+        fused = rrf({"vector": [c for c, _ in vec], "bm25": [c for c, _ in lex]}, self._doc_of, weights)
+        hits = []
+        for f in fused[:k]:
+            chunk = self._by_id[f.best_chunk]
+            mode = chunk.failure_mode or (chunk.failure_modes[0] if chunk.failure_modes else None)
+            hits.append(Hit(
+                id=f.doc_id, kind=chunk.kind, failure_mode=mode, score=round(f.score, 6),
+                vector_rank=f.ranks.get("vector"), bm25_rank=f.ranks.get("bm25"),
+                text=chunk.text, field=chunk.field, citation=chunk.citation,
+            ))
+        return hits

@@ -1,0 +1,258 @@
+"""Build and check the retrieval index (Chroma vectors) from ``kb/records``, incrementally.
+
+``build_index`` embeds only chunks whose content hash (text + metadata + model) changed, deletes
+chunks that are gone, and rebuilds from scratch when the index is missing, damaged, or made with
+another model. The manifest (model, chunk hashes, probes) is written atomically as the last step,
+so an interrupted build is detected on the next open. Usage::
+
+    from assistant.config import Settings
+    from ingest.index import build_index
+    report = build_index(Settings())
+    print(report.embedded, report.reused, report.seconds)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from assistant.config import Settings
+from assistant.errors import IndexError_
+from assistant.retrieval.chroma_store import ChromaFailure, ChromaStore, IndexLocation, build_lock
+from assistant.retrieval.chunks import build_chunks, chunk_hash
+from assistant.retrieval.embeddings import Embedder, chroma_embedding_function, resolve_model_dir
+from assistant.retrieval.manifest import Manifest, ManifestError, read_manifest, remove_manifest, write_manifest
+from assistant.retrieval.models import Chunk, IndexReport
+from kb.schema import Passage, Record
+from kb.store import load_passages, load_records
+
+Progress = Callable[[str], None]
+EMBED_BATCH = 64
+
+__all__ = ["IndexReport", "IndexStatus", "KnowledgeBase", "build_index", "index_status", "inspect_index"]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class KnowledgeBase:
+    """Records and passages with their chunks and per-chunk content hashes for one model."""
+
+    records: list[Record]
+    passages: list[Passage]
+    chunks: list[Chunk]
+    hashes: dict[str, str]
+    embedder: Embedder
+    loc: IndexLocation
+
+    @classmethod
+    def load(cls, settings: Settings, records: Sequence[Record] | None = None,
+             passages: Sequence[Passage] | None = None, embedder: Embedder | None = None) -> "KnowledgeBase":
+        """Load (or take) records and passages and chunk them; ``embedder`` defaults to the configured model."""
+        recs = list(records) if records is not None else load_records(settings.records_dir)
+        if passages is not None:
+            pas = list(passages)
+        elif records is not None:
+            pas = []  # records were injected: don't mix them with passages from disk
+        else:
+            pas = load_passages(settings.records_dir)
+        embedder = embedder or Embedder(resolve_model_dir(settings.embedding_model))
+        try:
+            chunks = build_chunks(recs, pas)
+        except ValueError as err:
+            raise IndexError_(f"cannot index kb/records: {err}") from err
+        hashes = {c.id: chunk_hash(c, embedder.fingerprint) for c in chunks}
+        loc = IndexLocation.from_settings(settings, embedder.fingerprint)
+        return cls(recs, pas, chunks, hashes, embedder, loc)
+
+    def store(self) -> ChromaStore:
+        return ChromaStore(self.loc, chroma_embedding_function(self.embedder))
+
+
+@dataclass
+class Inspection:
+    state: str  # "ok" | "missing" | "damaged" | "model-changed"
+    reason: str
+    manifest: Manifest | None = None
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return path.is_dir() and not any(path.iterdir())
+
+
+def inspect_index(kb: KnowledgeBase, store: ChromaStore, thorough: bool = False) -> Inspection:
+    """Check the index against its manifest without changing it.
+
+    Quick checks: manifest readable and complete, same model, collection opens, vector count equals
+    the manifest's, probe vectors find themselves. ``thorough`` also compares every stored hash.
+    """
+    loc = kb.loc
+    if loc.mode == "embedded":
+        assert loc.chroma_dir is not None
+        if not loc.chroma_dir.exists() or _is_empty_dir(loc.chroma_dir):
+            return Inspection("missing", f"no index at {loc.location}")
+        if not loc.chroma_dir.is_dir():
+            return Inspection("damaged", f"{loc.chroma_dir} is not a directory")
+    try:
+        manifest = read_manifest(loc.manifest_path)
+    except ManifestError as err:
+        if loc.mode == "server":
+            try:
+                present = store.exists()
+            except ChromaFailure as cerr:
+                return Inspection("damaged", str(cerr))
+            if not present:
+                return Inspection("missing", f"no collection {loc.collection} on {loc.location}")
+        return Inspection("damaged", str(err))
+    if not manifest.complete:
+        return Inspection("damaged", "manifest says the build did not complete")
+    if manifest.model_fingerprint != kb.embedder.fingerprint or manifest.collection != loc.collection:
+        return Inspection("model-changed", f"index was built with {manifest.model}; the model is now {kb.embedder.model_dir}",
+                          manifest)
+    try:
+        count = store.count()
+        if count != len(manifest.chunks):
+            return Inspection("damaged", f"{count} vectors stored but the manifest lists {len(manifest.chunks)}", manifest)
+        bad = store.probes_ok(manifest.probes)
+        if bad:
+            return Inspection("damaged", bad, manifest)
+        if thorough and store.stored_hashes() != manifest.chunks:
+            return Inspection("damaged", "stored chunk hashes differ from the manifest", manifest)
+    except ChromaFailure as err:
+        return Inspection("damaged", str(err), manifest)
+    return Inspection("ok", "up to date", manifest)
+
+
+def _probes(ids: Sequence[str]) -> list[str]:
+    ordered = sorted(ids)
+    if not ordered:
+        return []
+    return sorted({ordered[0], ordered[len(ordered) // 2], ordered[-1]})
+
+
+def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], progress: Progress) -> None:
+    total = len(todo)
+    for start in range(0, total, EMBED_BATCH):
+        batch = todo[start:start + EMBED_BATCH]
+        vectors = kb.embedder.embed([c.text for c in batch])
+        metas = [{**c.metadata(), "hash": kb.hashes[c.id]} for c in batch]
+        store.upsert([c.id for c in batch], vectors, [c.text for c in batch], metas)
+        progress(f"embedded {min(start + EMBED_BATCH, total)}/{total} chunks")
+
+
+def build_index(settings: Settings, records: Sequence[Record] | None = None,
+                passages: Sequence[Passage] | None = None, progress: Progress | None = None,
+                *, damaged: str | None = None, kb: KnowledgeBase | None = None) -> IndexReport:
+    """Bring the vector index up to date with ``records``/``passages`` (default: ``settings.records_dir``).
+
+    Missing, damaged (garbage, half-written, count/manifest mismatch, Chroma errors) or other-model
+    indexes are rebuilt from scratch; otherwise only changed chunks are embedded. ``progress`` gets
+    one-line status messages. ``damaged`` forces a rebuild for that reason (a caller saw the index
+    fail); ``kb`` reuses an already loaded :class:`KnowledgeBase`. Raises :class:`IndexError_` if the
+    index cannot be built or verified.
+    """
+    say = progress or _quiet
+    started = time.perf_counter()
+    kb = kb or KnowledgeBase.load(settings, records, passages)
+    loc = kb.loc
+    store = kb.store()
+    try:
+        with build_lock(loc):
+            return _build_locked(kb, store, say, started, damaged)
+    except ChromaFailure as err:
+        raise IndexError_(f"cannot build the index at {loc.location}: {err}") from err
+    except OSError as err:  # unwritable data dir, disk full, ...
+        raise IndexError_(f"cannot write the index at {loc.location}: {err}") from err
+    finally:
+        store.close()
+
+
+def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started: float,
+                  damaged: str | None) -> IndexReport:
+    loc = kb.loc
+    found = Inspection("damaged", damaged) if damaged else inspect_index(kb, store, thorough=True)
+    rebuilt = found.state != "ok"
+    if found.state == "damaged":
+        say(f"index at {loc.location} is damaged ({found.reason}); rebuilding from kb/records")
+    elif found.state == "model-changed":
+        say(f"{found.reason}; rebuilding the index at {loc.location}")
+    elif found.state == "missing":
+        say(f"{found.reason}; building it from kb/records ({len(kb.chunks)} chunks)")
+    if rebuilt:
+        remove_manifest(loc.manifest_path)
+        store.wipe()
+        stored: dict[str, str] = {}
+    else:
+        assert found.manifest is not None
+        stored = dict(found.manifest.chunks)
+
+    todo = [c for c in kb.chunks if stored.get(c.id) != kb.hashes[c.id]]
+    gone = sorted(set(stored) - set(kb.hashes))
+    changed = bool(todo or gone or rebuilt)
+    if changed:
+        remove_manifest(loc.manifest_path)  # from here until the end the index is "being changed"
+        store.collection(create=True)
+        if todo:
+            _embed_and_store(kb, store, todo, say)
+        if gone:
+            store.delete(gone)
+        count = store.count()
+        if count != len(kb.chunks):
+            raise IndexError_(f"index at {loc.location} holds {count} vectors after the build, expected {len(kb.chunks)}")
+        probes = _probes(list(kb.hashes))
+        bad = store.probes_ok(probes)
+        if bad:
+            raise IndexError_(f"index at {loc.location} failed its check after the build: {bad}")
+        store.drop_other_collections(loc.collection.rsplit("-", 1)[0])
+        write_manifest(loc.manifest_path, Manifest(
+            complete=True, mode=loc.mode, location=loc.location, collection=loc.collection,
+            model=str(kb.embedder.model_dir), model_fingerprint=kb.embedder.fingerprint,
+            chunks=dict(sorted(kb.hashes.items())), probes=probes,
+        ))
+    return IndexReport(
+        chunks=len(kb.chunks), embedded=len(todo), reused=len(kb.chunks) - len(todo), deleted=len(gone),
+        rebuilt=rebuilt,
+        reason=found.reason if rebuilt else (f"{len(todo)} chunk(s) changed, {len(gone)} removed" if changed else "up to date"),
+        seconds=round(time.perf_counter() - started, 3), mode=loc.mode, location=loc.location,
+        collection=loc.collection, model=str(kb.embedder.model_dir),
+    )
+
+
+class IndexStatus(BaseModel):
+    """What ``trainfix index status`` shows: where the index is and whether it matches kb/records."""
+
+    model_config = ConfigDict(extra="forbid")
+    state: str
+    reason: str
+    mode: str
+    location: str
+    collection: str
+    model: str
+    chunks_in_kb: int
+    chunks_indexed: int
+    stale_chunks: int
+
+
+def index_status(settings: Settings, records: Sequence[Record] | None = None,
+                 passages: Sequence[Passage] | None = None) -> IndexStatus:
+    """Inspect the index without changing it (state: ok, stale, missing, damaged, model-changed)."""
+    kb = KnowledgeBase.load(settings, records, passages)
+    store = kb.store()
+    try:
+        found = inspect_index(kb, store)
+    finally:
+        store.close()
+    indexed = found.manifest.chunks if found.manifest and found.state == "ok" else {}
+    stale = sum(1 for cid, h in kb.hashes.items() if indexed.get(cid) != h) + len(set(indexed) - set(kb.hashes))
+    state, reason = found.state, found.reason
+    if state == "ok" and stale:
+        state, reason = "stale", f"{stale} chunk(s) changed in kb/records since the last build"
+    return IndexStatus(state=state, reason=reason, mode=kb.loc.mode, location=kb.loc.location,
+                       collection=kb.loc.collection, model=str(kb.embedder.model_dir),
+                       chunks_in_kb=len(kb.chunks), chunks_indexed=len(indexed), stale_chunks=stale)

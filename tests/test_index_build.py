@@ -1,0 +1,83 @@
+"""Incremental index builds: unchanged chunks are reused, changed ones re-embedded, removed ones deleted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from retrieval_fixtures import sample_passages, sample_records
+
+from assistant.config import Settings
+from assistant.retrieval import Retriever
+from assistant.retrieval.chunks import build_chunks
+from assistant.retrieval.embeddings import default_model_dir
+from assistant.retrieval.manifest import MANIFEST_NAME
+from ingest.index import build_index, index_status
+from kb.schema import Text
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(data_dir=tmp_path / "data")
+
+
+def test_first_build_then_no_change_rebuild_embeds_nothing(settings):
+    records, passages = sample_records(), sample_passages()
+    n = len(build_chunks(records, passages))
+    messages: list[str] = []
+    first = build_index(settings, records, passages, progress=messages.append)
+    assert (first.chunks, first.embedded, first.reused, first.rebuilt) == (n, n, 0, True)
+    assert any("building it from kb/records" in m for m in messages)
+    again = build_index(settings, records, passages)
+    assert (again.embedded, again.reused, again.deleted, again.rebuilt) == (0, n, 0, False)
+    assert again.reason == "up to date"
+    manifest = json.loads((settings.data_dir / "chroma" / MANIFEST_NAME).read_text())
+    assert manifest["complete"] is True and len(manifest["chunks"]) == n
+    assert index_status(settings, records, passages).state == "ok"
+
+
+def test_changed_record_reembeds_only_its_changed_chunks(settings):
+    records, passages = sample_records(), sample_passages()
+    build_index(settings, records, passages)
+    oom = records[1]
+    fix = oom.fixes[0].model_copy(update={"text": Text(zh="减小 micro_batch_size 到 1", en="Reduce micro_batch_size to 1")})
+    records[1] = oom.model_copy(update={"fixes": [fix, *oom.fixes[1:]]})
+    assert index_status(settings, records, passages).state == "stale"
+    report = build_index(settings, records, passages)
+    assert (report.embedded, report.deleted, report.rebuilt) == (1, 0, False)
+    hits = Retriever(settings, records, passages, progress=lambda m: None).search("micro_batch_size to 1", k=1)
+    assert hits[0].id == "cuda-oom" and "to 1" in hits[0].text
+
+
+def test_removed_record_is_deleted_from_the_index(settings):
+    records, passages = sample_records(), sample_passages()
+    build_index(settings, records, passages)
+    gone = [c.id for c in build_chunks(records[-1:])]
+    report = build_index(settings, records[:-1], passages)
+    assert (report.embedded, report.deleted) == (0, len(gone))
+    hits = Retriever(settings, records[:-1], passages, progress=lambda m: None).search("checkpoint resume", k=5)
+    assert "checkpoint-corruption" not in [h.id for h in hits]
+
+
+def test_model_change_rebuilds_into_a_new_collection(settings, tmp_path):
+    records, passages = sample_records(), sample_passages()
+    first = build_index(settings, records, passages)
+    # Same weights (symlinked), one changed file: a different model as far as the index can tell.
+    other = tmp_path / "other-model"
+    src = default_model_dir()
+    for f in src.rglob("*"):
+        if f.is_file():
+            dest = other / f.relative_to(src)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.symlink_to(f)
+    (other / "README.md").unlink()
+    (other / "README.md").write_text("a different model\n")
+    changed = settings.model_copy(update={"embedding_model": str(other)})
+    messages: list[str] = []
+    report = build_index(changed, records, passages, progress=messages.append)
+    assert report.rebuilt and report.embedded == report.chunks
+    assert report.collection != first.collection
+    assert any("rebuilding" in m for m in messages)
+    assert build_index(changed, records, passages).embedded == 0

@@ -1,0 +1,167 @@
+"""A missing or damaged index is detected, reported and rebuilt: never a crash, never empty results."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from retrieval_fixtures import sample_passages, sample_records
+
+from assistant.config import Settings
+from assistant.retrieval import Retriever
+from assistant.retrieval.chroma_store import ChromaFailure
+from assistant.retrieval.manifest import MANIFEST_NAME
+from ingest.index import build_index, index_status
+
+pytestmark = pytest.mark.slow
+
+
+def _rm_manifest(chroma):
+    (chroma / MANIFEST_NAME).unlink()
+
+
+def _garbage_manifest(chroma):
+    (chroma / MANIFEST_NAME).write_bytes(os.urandom(300))
+
+
+def _manifest_mismatch(chroma):
+    path = chroma / MANIFEST_NAME
+    data = json.loads(path.read_text())
+    data["chunks"].pop(sorted(data["chunks"])[0])
+    path.write_text(json.dumps(data))
+
+
+def _half_written(chroma):
+    data = json.loads((chroma / MANIFEST_NAME).read_text())
+    data["complete"] = False
+    (chroma / MANIFEST_NAME).write_text(json.dumps(data))
+
+
+def _garbage_everywhere(chroma):
+    for f in chroma.rglob("*"):
+        if f.is_file():
+            f.write_bytes(os.urandom(4096))
+
+
+def _truncated_sqlite(chroma):
+    db = chroma / "chroma.sqlite3"
+    db.write_bytes(db.read_bytes()[:4096])
+
+
+def _garbage_sqlite(chroma):
+    (chroma / "chroma.sqlite3").write_bytes(os.urandom(64 * 1024))
+
+
+def _dir_replaced_by_file(chroma):
+    shutil.rmtree(chroma)
+    chroma.write_bytes(b"not an index")
+
+
+DAMAGE = [_rm_manifest, _garbage_manifest, _manifest_mismatch, _half_written, _garbage_everywhere,
+          _truncated_sqlite, _garbage_sqlite, _dir_replaced_by_file]
+
+
+@pytest.fixture
+def built(tmp_path):
+    settings = Settings(data_dir=tmp_path / "data")
+    build_index(settings, sample_records(), sample_passages())
+    return settings
+
+
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda f: f.__name__.strip("_"))
+def test_damaged_index_is_rebuilt_on_open(built, damage):
+    chroma = built.data_dir / "chroma"
+    damage(chroma)
+    assert index_status(built, sample_records(), sample_passages()).state == "damaged"
+    messages: list[str] = []
+    retriever = Retriever(built, sample_records(), sample_passages(), progress=messages.append)
+    hits = retriever.search("CUDA out of memory", k=3)
+    assert hits and hits[0].id == "cuda-oom" and hits[0].vector_rank == 1
+    assert any(m.startswith(f"index at {chroma} is damaged (") and m.endswith("rebuilding from kb/records")
+               for m in messages), messages
+    assert retriever.last_build is not None and retriever.last_build.rebuilt
+    retriever.close()
+    assert index_status(built, sample_records(), sample_passages()).state == "ok"
+
+
+def test_missing_directory_is_built_on_first_search(tmp_path):
+    settings = Settings(data_dir=tmp_path / "never-built")
+    messages: list[str] = []
+    hits = Retriever(settings, sample_records(), sample_passages(), progress=messages.append).search("NCCL 超时", k=2)
+    assert hits[0].id == "distributed-sync-failure"
+    assert any("no index at" in m for m in messages)
+
+
+def test_deleted_directory_after_build_is_rebuilt(built):
+    shutil.rmtree(built.data_dir / "chroma")
+    hits = Retriever(built, sample_records(), sample_passages(), progress=lambda m: None).search("checkpoint 加载报错", k=1)
+    assert hits[0].id == "checkpoint-corruption"
+
+
+def test_chroma_error_during_query_triggers_one_rebuild(built, monkeypatch):
+    messages: list[str] = []
+    retriever = Retriever(built, sample_records(), sample_passages(), progress=messages.append)
+    retriever.open()
+    from assistant.retrieval import chroma_store
+
+    real_query = chroma_store.ChromaStore.query
+    calls = {"n": 0}
+
+    def flaky(self, vector, n):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ChromaFailure("querying vectors: InternalError: Error finding id")
+        return real_query(self, vector, n)
+
+    monkeypatch.setattr(chroma_store.ChromaStore, "query", flaky)
+    hits = retriever.search("loss becomes nan", k=1)
+    assert hits[0].id == "nan-loss"
+    assert any("is damaged (querying vectors" in m for m in messages)
+    assert retriever.last_build is not None and retriever.last_build.rebuilt
+
+
+def test_persistent_chroma_failure_is_an_index_error_not_empty_results(built, monkeypatch):
+    from assistant.errors import IndexError_
+    from assistant.retrieval import chroma_store
+
+    def broken(self, vector, n):
+        raise ChromaFailure("querying vectors: boom")
+
+    monkeypatch.setattr(chroma_store.ChromaStore, "query", broken)
+    retriever = Retriever(built, sample_records(), sample_passages(), progress=lambda m: None)
+    with pytest.raises(IndexError_, match="still fails after a rebuild"):
+        retriever.search("CUDA out of memory")
+
+
+def test_stale_index_is_updated_not_rebuilt(built):
+    records = sample_records()[:-1]
+    messages: list[str] = []
+    retriever = Retriever(built, records, sample_passages(), progress=messages.append)
+    retriever.search("checkpoint", k=1)
+    assert retriever.last_build is not None
+    assert not retriever.last_build.rebuilt and retriever.last_build.deleted > 0
+    assert any("changed since the index" in m for m in messages)
+
+
+def test_deleted_hnsw_segment_is_caught_by_the_probes(tmp_path):
+    # With thousands of vectors Chroma keeps them in an HNSW segment directory; deleting it leaves
+    # count() unchanged, so only the probe check (stored vector must find itself) can notice.
+    from retrieval_fixtures import SyntheticEmbedder, synthetic_records
+
+    from ingest.index import KnowledgeBase
+
+    settings = Settings(data_dir=tmp_path / "data")
+    records, embedder = synthetic_records(1500), SyntheticEmbedder()
+    report = build_index(settings, records, [], kb=KnowledgeBase.load(settings, records, [], embedder=embedder))
+    assert report.chunks == 3000
+    segments = [d for d in (settings.data_dir / "chroma").iterdir() if d.is_dir()]
+    assert segments
+    for d in segments:
+        shutil.rmtree(d)
+    messages: list[str] = []
+    retriever = Retriever(settings, records, [], progress=messages.append, embedder=embedder)
+    assert retriever.search("梯度爆炸", k=2)
+    assert any("is damaged (" in m for m in messages), messages
+    assert retriever.last_build is not None and retriever.last_build.rebuilt
