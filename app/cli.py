@@ -19,16 +19,9 @@ app = typer.Typer(
 
 def _register() -> None:
     # Each area registers its own commands; their heavy imports stay inside the command functions.
-    from app import commands_kb
+    from app import commands_assistant, commands_kb, commands_retrieval, commands_triage
 
-    commands_kb.register(app)
-    for name in ("commands_assistant", "commands_retrieval", "commands_triage"):
-        try:
-            module = __import__(f"app.{name}", fromlist=["register"])
-        except ModuleNotFoundError as err:
-            if err.name != f"app.{name}":
-                raise
-            continue
+    for module in (commands_assistant, commands_triage, commands_retrieval, commands_kb):
         module.register(app)
 
 

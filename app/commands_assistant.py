@@ -64,7 +64,10 @@ def diagnose_command(
     if file == "-":
         if sys.stdin.isatty():
             typer.echo("reading from stdin (paste, then Ctrl-D)…", err=True)
-        diagnosis = assistant.diagnose(sys.stdin.buffer.read(), answers=answers, lang=lang)
+        data = sys.stdin.buffer.read()
+        if not data.strip():
+            raise InputError("no input: pass a file (trainfix diagnose train.log) or pipe text into it")
+        diagnosis = assistant.diagnose(data, answers=answers, lang=lang)
     else:
         diagnosis = assistant.diagnose_file(file, answers=answers, lang=lang)
     _print(diagnosis, as_json, plain)

@@ -12,7 +12,7 @@ from assistant.compose import compose
 from assistant.config import Settings
 from assistant.diagnosis import Diagnosis, Lang
 from assistant.errors import InputError, TrainfixError
-from assistant.intent import is_question
+from assistant.intent import is_prose, is_question
 from assistant.knowledge import Knowledge
 from assistant.models import Triage
 from assistant.triage import triage, triage_file
@@ -58,13 +58,13 @@ class Assistant:
             raise InputError(f"diagnose expects text, got {type(text).__name__}")
         result = triage(text, answers)
         as_text = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
-        return self._answer(result, as_text, is_question(as_text, result), lang, answers)
+        return self._answer(result, as_text, lang, answers)
 
     def diagnose_file(self, path: str | Path, *, answers: dict[str, str] | None = None,
                       lang: Lang | None = None) -> Diagnosis:
         """Diagnose a log file of any size; it is streamed, so memory stays bounded."""
         result = triage_file(path, answers)
-        return self._answer(result, "", False, lang, answers)
+        return self._answer(result, "", lang, answers)
 
     def ask(self, message: str, history: Sequence[Exchange] = ()) -> Diagnosis:
         """Continue a conversation.
@@ -95,14 +95,17 @@ class Assistant:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _answer(self, result: Triage, text: str, question: bool, lang: Lang | None,
+    def _answer(self, result: Triage, text: str, lang: Lang | None,
                 answers: dict[str, str] | None) -> Diagnosis:
         lang = lang or result.language
+        prose = is_prose(text, result)
+        question = prose and is_question(text, result)
         hits, warnings = [], []
         top = result.candidates[0].confidence if result.candidates else 0.0
-        if self.retrieval == "always" or (self.retrieval == "auto" and (question or top < CONFIDENT)):
-            hits, warnings = self._search(self._query(text, result, question))
-        confident = confident_hit(hits) if not result.candidates else None
+        if self.retrieval == "always" or (self.retrieval == "auto" and (prose or top < CONFIDENT)):
+            hits, warnings = self._search(self._query(text, result, prose))
+        # Retrieval alone may answer words (questions, descriptions), never pasted machine output.
+        confident = confident_hit(hits) if prose and not result.candidates else None
         diagnosis = compose(
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,
             retrieval_candidates=[(confident.failure_mode, _retrieval_confidence(confident))]
@@ -144,9 +147,9 @@ class Assistant:
             return [], [f"retrieval unavailable: {err}"]
 
     @staticmethod
-    def _query(text: str, result, question: bool) -> str:
-        """What to search for: the question itself, or the lines that matter in a paste."""
-        if question:
+    def _query(text: str, result, prose: bool) -> str:
+        """What to search for: the words themselves, or the lines that matter in a paste."""
+        if prose:
             return text.strip()
         parts: list[str] = []
         for tb in result.tracebacks[-2:]:

@@ -8,8 +8,8 @@ scorer serves the rule-first triage, the full assistant and a retrieval-only bas
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 

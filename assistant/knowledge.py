@@ -8,7 +8,6 @@ from pathlib import Path
 from kb.schema import Passage, Record
 from kb.store import load_passages, load_records
 
-
 # A passage relevant to more modes than this is an overview, not a related section.
 GENERIC = 5
 
@@ -19,7 +18,7 @@ class Knowledge:
     passages: dict[str, Passage]
 
     @classmethod
-    def load(cls, records_dir: Path) -> "Knowledge":
+    def load(cls, records_dir: Path) -> Knowledge:
         """Read ``kb/records``; raises :class:`~assistant.errors.KnowledgeBaseError` when it is missing."""
         records = {r.failure_mode: r for r in load_records(records_dir)}
         passages = {p.id: p for p in load_passages(records_dir)}

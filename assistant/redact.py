@@ -10,8 +10,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import re2
-import yaml
 from pydantic import BaseModel, ConfigDict
+
+from kb.yamlio import load_yaml
 
 _FILE = Path(__file__).resolve().parent.parent / "kb" / "secrets.yaml"
 _BEGIN = "-----BEGIN "
@@ -38,12 +39,12 @@ class Redaction(BaseModel):
 @lru_cache(maxsize=1)
 def patterns() -> tuple[SecretPattern, ...]:
     """The secret patterns from ``kb/secrets.yaml``."""
-    data = yaml.safe_load(_FILE.read_text(encoding="utf-8"))
+    data = load_yaml(_FILE)
     return tuple(SecretPattern.model_validate(p) for p in data["patterns"])
 
 
 @lru_cache(maxsize=1)
-def _compiled() -> tuple[tuple[str, "re2._Regexp"], ...]:
+def _compiled() -> tuple[tuple[str, re2._Regexp], ...]:
     opts = re2.Options()
     opts.max_mem = 64 << 20
     return tuple((p.id, re2.compile(p.pattern, opts)) for p in patterns() if p.id != "private-key-block")

@@ -12,11 +12,16 @@ Without Hyperscan, RE2 alone is used (still linear, slower with many patterns).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import platform
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 import re2
 import yaml
@@ -24,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assistant.errors import KnowledgeBaseError
 from kb.taxonomy import MODE_IDS
+from kb.yamlio import load_yaml
 
 Strength = Literal["strong", "medium", "weak"]
 STRENGTH_CONFIDENCE: dict[str, float] = {"strong": 0.9, "medium": 0.65, "weak": 0.4}
@@ -83,7 +89,7 @@ class Rule(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _valid(self) -> "Rule":
+    def _valid(self) -> Rule:
         if not self.id.startswith(self.failure_mode + "."):
             raise ValueError(f"rule id {self.id!r} must start with its failure mode {self.failure_mode!r}.")
         for p in [*self.patterns, *self.requires, *self.unless]:
@@ -147,7 +153,7 @@ def _load_rules(rules_dir: Path) -> tuple[Rule, ...]:
     seen: set[str] = set()
     for path in files:
         try:
-            data = RuleFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+            data = RuleFile.model_validate(load_yaml(path))
         except (ValidationError, yaml.YAMLError) as err:
             raise KnowledgeBaseError(f"{path.name}: invalid rule file: {err}") from None
         for i, raw in enumerate(data.rules):
@@ -204,15 +210,51 @@ class PatternSet:
         except ImportError:
             self._re2_always = list(range(len(entries)))
             return
-        ids = list(range(len(entries)))
-        try:
-            self._hs = self._build(hyperscan, ids)
-        except hyperscan.HyperscanError:
-            ok = [i for i in ids if self._compiles(hyperscan, i)]
-            self._re2_always = [i for i in ids if i not in set(ok)]
-            self._hs = self._build(hyperscan, ok) if ok else None
+        self._hs, bad = self._load_or_build(hyperscan)
+        self._re2_always = bad
         if self._hs is not None:
             self.engine = "hyperscan+re2"
+
+    def _cache_path(self, hs) -> Path | None:
+        """Where the compiled database for exactly these patterns is kept between runs."""
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        key = hashlib.sha256(repr((getattr(hs, "__version__", ""), platform.machine(),
+                                    [(hs_source(e.pattern), e.case_sensitive) for e in self.entries])).encode())
+        return Path(base) / "trainfix" / f"hyperscan-{key.hexdigest()[:24]}.db"
+
+    def _load_or_build(self, hs):
+        """Compile once per machine: the database and the unsupported pattern ids are cached on disk."""
+        path = self._cache_path(hs)
+        try:
+            meta, blob = path.read_bytes().split(b"\n", 1)
+            bad = json.loads(meta)
+            if not blob:
+                return None, bad
+            db = hs.loadb(blob, hs.HS_MODE_BLOCK)
+            db.scratch = hs.Scratch(db)  # a deserialised database comes without scratch space
+            return db, bad
+        except (OSError, ValueError, hs.HyperscanError):
+            pass  # no usable cache: compile
+        bad = self._unsupported(hs, list(range(len(self.entries))))
+        ok = [i for i in range(len(self.entries)) if i not in set(bad)]
+        db = self._build(hs, ok) if ok else None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_bytes(json.dumps(bad).encode() + b"\n" + (hs.dumpb(db) if db is not None else b""))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only home only costs the compile time on the next run
+        return db, bad
+
+    def _unsupported(self, hs, ids: list[int]) -> list[int]:
+        """Ids Hyperscan cannot compile, found by bisection (its error does not say which one)."""
+        if not ids or self._compiles_all(hs, ids):
+            return []
+        if len(ids) == 1:
+            return ids
+        mid = len(ids) // 2
+        return self._unsupported(hs, ids[:mid]) + self._unsupported(hs, ids[mid:])
 
     def _flags(self, hs, i: int) -> int:
         flags = hs.HS_FLAG_MULTILINE | hs.HS_FLAG_SINGLEMATCH | hs.HS_FLAG_ALLOWEMPTY | hs.HS_FLAG_PREFILTER
@@ -230,9 +272,9 @@ class PatternSet:
         )
         return db
 
-    def _compiles(self, hs, i: int) -> bool:
+    def _compiles_all(self, hs, ids: list[int]) -> bool:
         try:
-            self._build(hs, [i])
+            self._build(hs, ids)
         except hs.HyperscanError:
             return False
         return True

@@ -21,6 +21,7 @@ from assistant.errors import KnowledgeBaseError
 from assistant.models import FollowUp, MetricsReport, RankedCause, TracebackInfo
 from assistant.signatures import Entry, _check_re2, _compiled
 from kb.taxonomy import MODE_IDS
+from kb.yamlio import load_yaml
 
 
 class _M(BaseModel):
@@ -48,7 +49,7 @@ class Fact(_M):
     detect: list[Detect] = []
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Fact":
+    def _consistent(self) -> Fact:
         for key, pats in self.answers.items():
             if key not in self.options:
                 raise ValueError(f"answer key {key!r} is not an option")
@@ -67,7 +68,7 @@ class CauseBase(_M):
     basis: str
 
     @model_validator(mode="after")
-    def _one(self) -> "CauseBase":
+    def _one(self) -> CauseBase:
         if (self.likelihood is None) == (self.base is None):
             raise ValueError(f"cause {self.id}: give exactly one of likelihood / base")
         return self
@@ -115,7 +116,7 @@ class TreeData(_M):
     secondary: Secondary
 
     @model_validator(mode="after")
-    def _consistent(self) -> "TreeData":
+    def _consistent(self) -> TreeData:
         for mode_id, mt in self.modes.items():
             if mode_id not in MODE_IDS:
                 raise ValueError(f"unknown mode {mode_id!r}")
@@ -160,7 +161,7 @@ def load_tree(path: Path | None = None) -> TreeData:
 @lru_cache(maxsize=4)
 def _load_tree(path: Path) -> TreeData:
     try:
-        return TreeData.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+        return TreeData.model_validate(load_yaml(path))
     except FileNotFoundError:
         raise KnowledgeBaseError(f"decision tree not found: {path}") from None
     except (ValidationError, yaml.YAMLError) as err:

@@ -11,14 +11,14 @@ No torch, chromadb, sentence-transformers or gradio on this path.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 from assistant.errors import InputError
 from assistant.metrics import METRIC_LINE_PATTERN, MetricsAnalyser
-from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, Triage, TracebackInfo
+from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, TracebackInfo, Triage
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
 from assistant.tracebacks import KeptLine, extract

@@ -39,12 +39,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from retrieval_fixtures import EN_WORDS, ZH_WORDS, SyntheticEmbedder, synthetic_records  # noqa: E402
+
 from assistant.config import Settings  # noqa: E402
 from assistant.retrieval import Retriever  # noqa: E402
 from assistant.retrieval.embeddings import Embedder, resolve_model_dir  # noqa: E402
 from ingest.index import build_index  # noqa: E402
 from kb.schema import Record  # noqa: E402
-from retrieval_fixtures import EN_WORDS, ZH_WORDS, SyntheticEmbedder, synthetic_records  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "retrieval.json"
 N_QUERIES = 60

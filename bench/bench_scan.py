@@ -86,6 +86,7 @@ def main() -> None:
         return
 
     from make_log import make_log
+
     from assistant.signatures import export_ere, load_rules
 
     if not args.log.exists():

@@ -18,11 +18,28 @@ from ingest.guide import Block, Guide, Section, Subsection
 from ingest.markdown import MdItem, MdSection, Runbook, slugify
 from ingest.overlay import Cite, GuideMap, Overlay, TableMap
 from ingest.translations import (
-    LANG_NAMES, Lang, Translations, has_cjk, needs_translation, text_language, tree_label,
+    LANG_NAMES,
+    Lang,
+    Translations,
+    has_cjk,
+    needs_translation,
+    text_language,
+    tree_label,
 )
 from kb import taxonomy
 from kb.schema import (
-    Cause, Citation, CodeSnippet, Fix, LineSpan, Passage, Record, Step, Symptom, Table, TableRow, Text,
+    Cause,
+    Citation,
+    CodeSnippet,
+    Fix,
+    LineSpan,
+    Passage,
+    Record,
+    Step,
+    Symptom,
+    Table,
+    TableRow,
+    Text,
 )
 
 _LIKELIHOOD = {"高": "high", "中": "medium", "低": "low"}

@@ -53,7 +53,7 @@ class KnowledgeBase:
 
     @classmethod
     def load(cls, settings: Settings, records: Sequence[Record] | None = None,
-             passages: Sequence[Passage] | None = None, embedder: Embedder | None = None) -> "KnowledgeBase":
+             passages: Sequence[Passage] | None = None, embedder: Embedder | None = None) -> KnowledgeBase:
         """Load (or take) records and passages and chunk them; ``embedder`` defaults to the configured model."""
         recs = list(records) if records is not None else load_records(settings.records_dir)
         if passages is not None:

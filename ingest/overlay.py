@@ -36,7 +36,7 @@ class SectionMap(_Model):
     subsections: dict[str, str] = Field(default={}, description="sub-heading -> passage id")
 
     @model_validator(mode="after")
-    def _one_target(self) -> "SectionMap":
+    def _one_target(self) -> SectionMap:
         if (self.record is None) == (self.passage is None):
             raise ValueError("give exactly one of record / passage")
         return self
@@ -97,7 +97,7 @@ class Overlay(_Model):
     modes: dict[FailureMode, ModeOverlay]
 
     @model_validator(mode="after")
-    def _passages_declared(self) -> "Overlay":
+    def _passages_declared(self) -> Overlay:
         for name, guide in self.guides.items():
             ids = [guide.front_matter] + [s.passage for s in guide.sections.values() if s.passage]
             ids += [p for s in guide.sections.values() for p in s.subsections.values()]

@@ -154,7 +154,7 @@ class Translations:
         self.target = target
 
     @classmethod
-    def load(cls, path: Path) -> "Translations":
+    def load(cls, path: Path) -> Translations:
         """Load ``path`` (``<stem>.<lang>.yaml``); a missing file gives an empty mapping, a malformed one raises."""
         path = Path(path)
         target = path.name.rsplit(".", 2)[-2] if path.name.count(".") >= 2 else ""

@@ -38,7 +38,7 @@ class Citation(_Model):
     quote: str = Field(description="verbatim source text this citation supports")
 
     @model_validator(mode="after")
-    def _ordered(self) -> "Citation":
+    def _ordered(self) -> Citation:
         if self.end_line < self.start_line:
             raise ValueError(f"end_line {self.end_line} < start_line {self.start_line}")
         return self

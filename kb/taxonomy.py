@@ -6,8 +6,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
+
+from kb.yamlio import load_yaml
 
 FailureMode = Literal[
     "nan-loss", "loss-spike", "gradient-explosion",
@@ -34,7 +35,7 @@ class Mode(BaseModel):
 @lru_cache(maxsize=1)
 def modes() -> tuple[Mode, ...]:
     """All 15 modes in display order."""
-    data = yaml.safe_load(_FILE.read_text(encoding="utf-8"))
+    data = load_yaml(_FILE)
     out = [Mode(category=c["id"], **m) for c in data["categories"] for m in c["modes"]]
     return tuple(out)
 
@@ -42,7 +43,7 @@ def modes() -> tuple[Mode, ...]:
 @lru_cache(maxsize=1)
 def categories() -> dict[str, dict[str, str]]:
     """Category id -> {"zh": ..., "en": ...}."""
-    data = yaml.safe_load(_FILE.read_text(encoding="utf-8"))
+    data = load_yaml(_FILE)
     return {c["id"]: {"zh": c["zh"], "en": c["en"]} for c in data["categories"]}
 
 

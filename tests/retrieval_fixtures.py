@@ -116,7 +116,7 @@ class ChromaServer:
         self.timeout = startup_timeout
         self.proc = None
 
-    def __enter__(self) -> "ChromaServer":
+    def __enter__(self) -> ChromaServer:
         import subprocess
         import sys
         import time

@@ -6,8 +6,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
 from assistant.config import KB_DIR, Settings
 from ingest.pipeline import build_outputs, run_ingest
 

@@ -14,7 +14,13 @@ from ingest.guide import parse_guide
 from ingest.markdown import parse_runbook
 from ingest.overlay import load_overlay
 from ingest.translations import (
-    Translations, has_cjk, needs_translation, runbook_units, text_language, translatable_units, translations_path,
+    Translations,
+    has_cjk,
+    needs_translation,
+    runbook_units,
+    text_language,
+    translatable_units,
+    translations_path,
 )
 from kb.store import load_passages, load_records
 

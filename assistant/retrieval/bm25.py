@@ -28,7 +28,7 @@ class BM25Index:
             self._bm25.index(corpus, show_progress=False)
 
     @classmethod
-    def from_chunks(cls, chunks: Sequence[Chunk]) -> "BM25Index":
+    def from_chunks(cls, chunks: Sequence[Chunk]) -> BM25Index:
         return cls([c.text for c in chunks])
 
     def search(self, query: str, n: int) -> list[tuple[int, float]]:

@@ -59,7 +59,7 @@ class IndexLocation:
     collection: str
 
     @classmethod
-    def from_settings(cls, settings: Settings, model_fingerprint: str) -> "IndexLocation":
+    def from_settings(cls, settings: Settings, model_fingerprint: str) -> IndexLocation:
         prefix = _NAME_BAD.sub("-", settings.collection).strip("-._") or "trainfix"
         collection = f"{prefix[:40]}-{model_fingerprint[:16]}"
         data_dir = Path(settings.data_dir).expanduser()

@@ -63,7 +63,7 @@ _load_lock = threading.Lock()
 
 
 @lru_cache(maxsize=4)
-def _load(path: str) -> "SentenceTransformer":
+def _load(path: str) -> SentenceTransformer:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -84,7 +84,7 @@ class Embedder:
         self.fingerprint = model_fingerprint(self.model_dir)
 
     @property
-    def model(self) -> "SentenceTransformer":
+    def model(self) -> SentenceTransformer:
         with _load_lock:
             return _load(str(self.model_dir))
 
@@ -124,7 +124,7 @@ def _embedding_function_class() -> type:
             return {"model_dir": str(self._emb.model_dir), "fingerprint": self._emb.fingerprint}
 
         @staticmethod
-        def build_from_config(config: dict[str, Any]) -> "TrainfixEmbeddingFunction":
+        def build_from_config(config: dict[str, Any]) -> TrainfixEmbeddingFunction:
             return TrainfixEmbeddingFunction(Embedder(Path(config["model_dir"])))
 
     register_embedding_function(TrainfixEmbeddingFunction)

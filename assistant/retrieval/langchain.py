@@ -50,7 +50,7 @@ class TrainfixRetriever(BaseRetriever):
     k: int = Field(default=5, ge=1)
 
     @classmethod
-    def from_settings(cls, settings: Settings | None = None, k: int = 5, **kwargs: Any) -> "TrainfixRetriever":
+    def from_settings(cls, settings: Settings | None = None, k: int = 5, **kwargs: Any) -> TrainfixRetriever:
         """A retriever over the index described by ``settings`` (default: ``Settings()``)."""
         return cls(retriever=Retriever(settings or Settings(), **kwargs), k=k)
 

@@ -49,9 +49,9 @@ class Retriever:
     is rebuilt with a message, never used silently; :class:`IndexError_` if that fails too.
     """
 
-    def __init__(self, settings: Settings | None = None, records: Sequence["Record"] | None = None,
-                 passages: Sequence["Passage"] | None = None,
-                 progress: Callable[[str], None] | None = None, embedder: "Embedder | None" = None) -> None:
+    def __init__(self, settings: Settings | None = None, records: Sequence[Record] | None = None,
+                 passages: Sequence[Passage] | None = None,
+                 progress: Callable[[str], None] | None = None, embedder: Embedder | None = None) -> None:
         self.settings = settings or Settings()
         self._embedder = embedder
         self._records = records

@@ -37,7 +37,7 @@ _jieba_lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def _segmenter() -> "jieba.Tokenizer":
+def _segmenter() -> jieba.Tokenizer:
     """A private jieba tokenizer (not jieba's global one), its dictionary loaded on first use."""
     import jieba
 
