@@ -24,7 +24,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV with $($PY --version)"
   "$PY" -m venv "$VENV"
 fi
-pip() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@"; }
+# pip warns about every unreadable local index location on some machines: keep only real messages.
+pip() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location '" >&2); }
 
 # Re-install only when the dependency spec or the requested extras changed.
 stamp="$VENV/.trainfix-setup"

@@ -17,52 +17,19 @@ ROOT = Path(__file__).resolve().parent.parent
 TREE = load_tree()
 
 
-def _binding_causes() -> dict[str, set[str]] | None:
-    """Mode -> cause ids from .brief/CAUSES.md (the binding list), if present."""
-    path = ROOT / ".brief" / "CAUSES.md"
-    if not path.exists():
-        return None
-    import re2
-
-    bullets: list[str] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("- "):
-            bullets.append(line)
-        elif line.startswith(" ") and bullets:
-            bullets[-1] += " " + line.strip()  # a bullet continued on the next line
-    out: dict[str, set[str]] = {}
-    for bullet in bullets:
-        m = re2.search(r"^- ([a-z-]+)(?: \(guide [^)]*\))?:", bullet)
-        if m and m.group(1) in MODE_IDS:
-            out[m.group(1)] = set(re2.findall(r"`([a-z0-9-]+)`", bullet))
-    return out
-
-
 def test_tree_covers_every_mode():
     assert set(TREE.modes) == set(MODE_IDS)
 
 
-def test_tree_cause_ids_are_the_binding_ones():
-    binding = _binding_causes()
-    if binding is None:
-        pytest.skip(".brief/CAUSES.md not present")
-    assert set(binding) == set(MODE_IDS)
-    for mode, ids in TREE.cause_ids().items():
-        assert set(ids) == binding[mode], mode
-
-
-def test_tree_cause_ids_exist_in_kb_records():
-    records = [p for p in (ROOT / "kb" / "records").rglob("*.json")]
+def test_tree_and_records_know_the_same_causes():
+    """Every cause the tree can rank exists in that mode's record, and every recorded cause is ranked."""
     by_mode: dict[str, set[str]] = {}
-    for p in records:
+    for p in (ROOT / "kb" / "records" / "modes").glob("*.json"):
         data = json.loads(p.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and data.get("failure_mode"):
-            by_mode.setdefault(data["failure_mode"], set()).update(c["id"] for c in data.get("causes", []))
-    if not by_mode:
-        pytest.skip("kb/records not ingested yet")
+        by_mode[data["failure_mode"]] = {c["id"] for c in data["causes"]}
+    assert set(by_mode) == set(MODE_IDS)
     for mode, ids in TREE.cause_ids().items():
-        if mode in by_mode:
-            assert set(ids) <= by_mode[mode], f"{mode}: {set(ids) - by_mode[mode]} missing from records"
+        assert set(ids) == by_mode[mode], f"{mode}: tree-only {set(ids) - by_mode[mode]}, record-only {by_mode[mode] - set(ids)}"
 
 
 def test_guide_likelihoods_order_nan_causes():
