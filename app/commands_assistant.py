@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from app.commands_triage import parse_answers
 from assistant.errors import InputError
 
 TESTS_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
@@ -38,16 +39,6 @@ def _print(diagnosis, as_json: bool, plain: bool) -> None:
     Console().print(Markdown(text))
 
 
-def _parse_answers(pairs: list[str]) -> dict[str, str]:
-    answers: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--answer expects id=value (e.g. precision=bf16), got {pair!r}")
-        answers[key.strip()] = value.strip()
-    return answers
-
-
 def diagnose_command(
     file: Annotated[str, typer.Argument(help="log or paste to diagnose; '-' or nothing reads stdin")] = "-",
     as_json: Annotated[bool, typer.Option("--json", help="print the Diagnosis as JSON")] = False,
@@ -59,7 +50,7 @@ def diagnose_command(
     """Diagnose a traceback, training log or error line: failure mode, evidence, causes, fixes, sources."""
     if lang not in (None, "zh", "en"):
         raise InputError(f"--lang must be zh or en, got {lang!r}")
-    answers = _parse_answers(answer)
+    answers = parse_answers(answer)
     assistant = _assistant(retrieval)
     if file == "-":
         if sys.stdin.isatty():

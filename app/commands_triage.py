@@ -14,7 +14,8 @@ from assistant.errors import InputError
 DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "triage_cases.jsonl"
 
 
-def _parse_answers(pairs: list[str]) -> dict[str, str]:
+def parse_answers(pairs: list[str]) -> dict[str, str]:
+    """``--answer id=value`` options as a dict; a malformed one is an :class:`InputError`."""
     answers: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -32,7 +33,7 @@ def triage_command(
     """Name the failure mode(s) in a training log or pasted error, with evidence lines and ranked causes."""
     from assistant.triage import triage, triage_file
 
-    answers = _parse_answers(answer)
+    answers = parse_answers(answer)
     if file == "-":
         if sys.stdin.isatty():
             typer.echo("reading from stdin (paste, then Ctrl-D)…", err=True)
