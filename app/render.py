@@ -58,6 +58,10 @@ def _fix(lines: list[str], fix: FixView) -> None:
     text = fix.text
     if text and fix.code and text.strip("# ") in fix.code.code:  # the step is just the code's own comment
         text = None
+    if text:  # the guide numbers some steps itself ("1. 检测 NaN"); the list already numbers them
+        number, dot, rest = text.partition(". ")
+        if dot and number.isdigit() and rest:
+            text = rest
     head = f"{fix.priority}. {text}" if text else f"{fix.priority}."
     lines.append(f"{head} {_m(fix.cite)}")
     if fix.code:

@@ -153,11 +153,12 @@ def compose(
 
 
 def _passages(views, hits, knowledge: Knowledge, lang: Lang, cites: Citations) -> list[PassageView]:
-    shown = {v.failure_mode for v in views}
+    """Supporting sections: with a diagnosis, passages only (other modes are the rules' call, shown as
+    other candidates); without one, every hit, as the nearest sections."""
     out: list[PassageView] = []
-    seen: set[str] = set()
+    seen: set[str] = {v.failure_mode for v in views}
     for hit in hits:
-        if hit.id in seen or (hit.kind == "record" and hit.id in shown):
+        if hit.id in seen or (views and hit.kind == "record"):
             continue
         view = _hit_view(hit, knowledge, lang, cites)
         if view is not None:
@@ -167,48 +168,52 @@ def _passages(views, hits, knowledge: Knowledge, lang: Lang, cites: Citations) -
         for p in knowledge.passages_for(v.failure_mode):
             if p.id not in seen:
                 seen.add(p.id)
-                text = p.body(lang)
                 out.append(PassageView(id=p.id, kind="passage", title=p.title.get(lang),
-                                       excerpt=text[:EXCERPT_CHARS], score=0.0, failure_mode=v.failure_mode,
+                                       excerpt=p.body(lang)[:EXCERPT_CHARS], score=0.0, failure_mode=v.failure_mode,
                                        cite=cites.add(p.citation)))
     return out[:5]
 
 
-def _record_citations(record: Record):
-    yield from record.citations
+def _record_items(record: Record, lang: Lang):
+    """(citation, text to show) for every cited item of a record, most specific first.
+
+    Items show their text in ``lang``; a section-level citation shows its own verbatim quote, never
+    the team's summary, so what is shown is always what the citation points at."""
     for group in (record.symptoms, record.causes, record.diagnosis, record.fixes):
         for item in group:
-            yield item.citation
+            text = item.text.get(lang) if item.text else ""
+            yield item.citation, text
             code = getattr(item, "code", None)
             if code is not None:
-                yield code.citation
+                yield code.citation, text or code.code
+    for c in record.citations:
+        yield c, c.quote
 
 
-def _hit_citation(hit, knowledge: Knowledge) -> Citation | None:
-    """The knowledge-base citation behind a hit's chunk: same source and lines, with its verbatim quote."""
+def _hit_source(hit, knowledge: Knowledge, lang: Lang) -> tuple[Citation, str, str] | None:
+    """The knowledge-base item behind a hit's chunk: (its citation with the verbatim quote, title, text)."""
     c = hit.citation
     if hit.kind == "passage":
         p = knowledge.passages.get(hit.id)
-        return p.citation if p else None
+        return (p.citation, p.title.get(lang), p.body(lang)) if p else None
     record = knowledge.records.get(hit.failure_mode or "")
     if record is None:
         return None
-    same = [x for x in _record_citations(record)
+    items = list(_record_items(record, lang))
+    same = [(x, t) for x, t in items
             if x.source == c.source and x.start_line == c.start_line and x.end_line == c.end_line]
-    if same:
-        return same[0]
-    covering = [x for x in record.citations
+    covering = [(x, t) for x, t in items
                 if x.source == c.source and x.start_line <= c.start_line and c.end_line <= x.end_line]
-    return covering[0] if covering else (record.citations[0] if record.citations else None)
+    found = (same or covering or [None])[0]
+    if found is None:  # the index is older than the records; never cite what we cannot verify
+        return None
+    return found[0], record.title.get(lang), found[1] or hit.text
 
 
 def _hit_view(hit, knowledge: Knowledge, lang: Lang, cites: Citations) -> PassageView | None:
-    citation = _hit_citation(hit, knowledge)
-    if citation is None:  # the index is older than the records; never cite what we cannot verify
+    found = _hit_source(hit, knowledge, lang)
+    if found is None:
         return None
-    if hit.kind == "passage":
-        title = knowledge.passages[hit.id].title.get(lang)
-    else:
-        title = knowledge.records[hit.failure_mode].title.get(lang)
+    citation, title, text = found
     return PassageView(id=hit.id, kind=hit.kind, failure_mode=hit.failure_mode, title=title,
-                       excerpt=hit.text[:EXCERPT_CHARS], score=round(hit.score, 4), cite=cites.add(citation))
+                       excerpt=text[:EXCERPT_CHARS], score=round(hit.score, 4), cite=cites.add(citation))

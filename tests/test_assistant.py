@@ -144,3 +144,31 @@ def test_importing_the_core_loads_no_heavy_library():
             "print([m for m in ('torch', 'chromadb', 'sentence_transformers', 'gradio') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.fixture(scope="module")
+def with_retrieval() -> Assistant:
+    return Assistant(retrieval="auto")
+
+
+@pytest.mark.slow
+def test_question_answers_cite_only_what_they_show(with_retrieval):
+    zh = with_retrieval.ask("显存不够怎么办")
+    assert zh.language == "zh" and zh.candidates[0].failure_mode == "cuda-oom"
+    # With a diagnosis, supporting sections are passages; other records are not dragged in as "related".
+    assert all(p.kind == "passage" for p in zh.passages)
+    off_topic = with_retrieval.ask("how do I center a div")
+    assert off_topic.abstained and not off_topic.candidates
+    assert off_topic.passages  # nearest sections, labelled as not a confident match
+    assert "not a confident match" in markdown(off_topic)
+    for d in (zh, off_topic):
+        _check_citations(d)
+
+
+@pytest.mark.slow
+def test_unrecognised_paste_abstains_even_when_retrieval_finds_something(with_retrieval):
+    paste = ("npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree\n"
+             "npm ERR! Found: react@18.2.0\nnpm ERR! Could not resolve dependency: peer react@\"^17\"")
+    d = with_retrieval.diagnose(paste)
+    assert d.abstained and not d.candidates
+    assert "retrieval" not in d.routes
