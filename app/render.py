@@ -17,7 +17,7 @@ LABELS = {
         "confidence": "confidence", "route": {"rule": "signature rules", "metrics": "metric analysis",
                                               "retrieval": "knowledge-base search"},
         "evidence": "Evidence", "line": "line", "rank": "rank",
-        "causes": "Likely causes in this case", "likelihood": "likelihood in the guide", "check": "check",
+        "causes": "Likely causes in this case", "likelihood": "rated likelihood", "check": "check",
         "fixes": "What to do first", "steps": "How to confirm", "follow_up": "To narrow it down",
         "others": "Other possibilities", "related": "Related sections", "sources": "Sources",
         "guide": "customer guide", "runbook": "team runbook", "notices": "Notes",
@@ -32,7 +32,7 @@ LABELS = {
     "zh": {
         "confidence": "置信度", "route": {"rule": "特征规则", "metrics": "指标分析", "retrieval": "知识库检索"},
         "evidence": "证据", "line": "第", "rank": "rank",
-        "causes": "本例中可能的原因", "likelihood": "指南中的概率", "check": "检测",
+        "causes": "本例中可能的原因", "likelihood": "来源给出的概率", "check": "检测",
         "fixes": "先做什么", "steps": "如何确认", "follow_up": "需要确认",
         "others": "其他可能", "related": "相关章节", "sources": "来源",
         "guide": "客户指南", "runbook": "团队手册", "notices": "说明",

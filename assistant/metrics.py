@@ -178,6 +178,7 @@ class MetricsAnalyser:
         self.last_step: float | None = None
         self.total_steps: float | None = None
         self._progress_step: float | None = None
+        self._epoch: float | None = None  # epoch on the line being read (HF Trainer logs carry no step)
         self._progress_line = 0
         self._first_low_util: tuple[int, float] | None = None
         self._line: tuple[str | None, str] = (None, "")
@@ -241,7 +242,7 @@ class MetricsAnalyser:
                 self._gpu_util(number, float(m.group(1)), rank)
                 break
         self._nvidia_tables(number, body, low, rank)
-        values.pop("epoch", None)
+        self._epoch = values.pop("epoch", None)
         if not values:
             return
         self.entries += 1
@@ -399,7 +400,7 @@ class MetricsAnalyser:
         if n < MAX_FINDINGS_PER_KIND:
             self.finding_lines[number] = text or self._line
             self.findings.append(MetricFinding(kind=kind, series=series, step=step, line=number, value=value,
-                                               baseline=baseline, detail=detail))
+                                               baseline=baseline, detail=detail, epoch=self._epoch))
 
     def _short_series_drops(self) -> list[MetricFinding]:
         # Too short for the rolling check (a pasted excerpt): a drop counts if, from some point on,

@@ -97,6 +97,7 @@ class MetricFinding(_Model):
     line: int
     value: float
     baseline: float | None = None
+    epoch: float | None = Field(default=None, description="training epoch logged on that line, if any")
     detail: str
 
 

@@ -23,6 +23,10 @@ from assistant.signatures import Entry, _check_re2, _compiled
 from kb.taxonomy import MODE_IDS
 from kb.yamlio import load_yaml
 
+EARLY_STEPS = 50  # a NaN at or before this step counts as 'within the first steps'
+EARLY_EPOCH = 0.05  # ... or at or before this epoch, when only the epoch is logged
+LATE_POINTS = 20  # this many finite loss values before the NaN show a run that was healthy for a while
+
 
 class _M(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -235,11 +239,21 @@ def facts_from_analysis(
         if nan is not None:
             loss = next((s for s in metrics.series if s.name == "loss"), None)
             finite_before = loss.points if loss is not None else 0
-            early = (nan.step is not None and nan.step <= 50) or finite_before <= 5
-            facts["nan-onset"] = "early" if early else "late"
-            reasons["nan-onset"] = f"loss first NaN/inf at line {nan.line}" + (
-                f" (step {nan.step:g})" if nan.step is not None else ""
-            )
+            # The step decides when the log gives one; otherwise only a long healthy run before the
+            # NaN says "late" and only a NaN among the first logged values says "early"; a short paste
+            # of a few lines says nothing about when the run started, so no fact is claimed.
+            if nan.step is not None:
+                onset: str | None = "early" if nan.step <= EARLY_STEPS else "late"
+            elif nan.epoch is not None:  # HF Trainer lines carry no step, but an epoch
+                onset = "early" if nan.epoch <= EARLY_EPOCH else "late"
+            else:
+                onset = "late" if finite_before >= LATE_POINTS else None
+            if onset is not None:
+                facts["nan-onset"] = onset
+                reasons["nan-onset"] = f"loss first NaN/inf at line {nan.line}" + (
+                    f" (step {nan.step:g})" if nan.step is not None
+                    else f" (epoch {nan.epoch:g})" if nan.epoch is not None else f" after {finite_before} finite values"
+                )
     for tb in tracebacks:
         if any(f.function.startswith("generate") or "generation/utils.py" in f.file for f in tb.frames):
             facts["oom-when"] = "inference"

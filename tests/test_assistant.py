@@ -172,3 +172,13 @@ def test_unrecognised_paste_abstains_even_when_retrieval_finds_something(with_re
     d = with_retrieval.diagnose(paste)
     assert d.abstained and not d.candidates
     assert "retrieval" not in d.routes
+
+
+def test_runbook_knowledge_is_never_attributed_to_the_guide(rules_only):
+    d = rules_only.diagnose("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Killed.")
+    md = markdown(d)
+    body, _, sources = md.partition("**Sources**")
+    assert "guide" not in body.lower()  # no "in the guide" wording next to runbook-sourced causes
+    for line in sources.splitlines():
+        if "team-runbook.md" in line:
+            assert "team runbook" in line and "customer guide" not in line

@@ -137,3 +137,14 @@ def test_ddp_warning_about_no_unused_parameters_is_not_evidence_for_them():
 def test_step_mentioned_in_text_settles_nan_onset():
     assert triage("训练到 3000 步 loss 变成 nan 了，用的 fp16").facts.get("nan-onset") == "late"
     assert triage("loss becomes NaN after 12000 steps").facts.get("nan-onset") == "late"
+
+
+def test_nan_onset_follows_the_logged_step_or_epoch_not_the_paste_length():
+    assert triage("step 3000: loss nan").facts["nan-onset"] == "late"
+    assert triage("step 12: loss nan").facts["nan-onset"] == "early"
+    late_epoch = "{'loss': 1.8731, 'epoch': 2.97}\n{'loss': nan, 'epoch': 2.98}"
+    assert triage(late_epoch).facts["nan-onset"] == "late"
+    order, _ = _causes(triage(late_epoch), "nan-loss")
+    assert order[0] != "lr-too-high"
+    # Two lines with neither step nor epoch say nothing about when the run started: no fact claimed.
+    assert "nan-onset" not in triage("loss: 2.31\nloss: nan").facts
