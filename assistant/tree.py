@@ -32,10 +32,9 @@ class _M(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Detect(_M):
-    value: str
-    weight: float = 1.0
-    reason: str
+class _Patterned(_M):
+    """Fires when one of ``patterns`` matches a line and none of ``unless`` does (RE2, checked at load)."""
+
     patterns: list[str] = Field(min_length=1)
     unless: list[str] = []
 
@@ -43,6 +42,12 @@ class Detect(_M):
     @classmethod
     def _re2(cls, v: list[str]) -> list[str]:
         return [_check_re2(p, False) for p in v]
+
+
+class Detect(_Patterned):
+    value: str
+    weight: float = 1.0
+    reason: str
 
 
 class Fact(_M):
@@ -85,17 +90,10 @@ class Adjust(_M):
     reason: str
 
 
-class Hint(_M):
+class Hint(_Patterned):
     cause: str
     delta: float
     reason: str
-    patterns: list[str] = Field(min_length=1)
-    unless: list[str] = []
-
-    @field_validator("patterns", "unless")
-    @classmethod
-    def _re2(cls, v: list[str]) -> list[str]:
-        return [_check_re2(p, False) for p in v]
 
 
 class ModeTree(_M):
