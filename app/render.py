@@ -166,8 +166,8 @@ def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
             who = L["guide"] if c.source_kind == "guide" else L["runbook"]
             quote = " ".join(c.quote.split())
             quote = quote if len(quote) <= MAX_QUOTE else quote[:MAX_QUOTE] + "…"
-            out.append(f"[{new_n}] {c.label()} — {who}: “{quote}”")
-    return "\n".join(out).rstrip() + "\n", len(order)
+            out.append(f"[{new_n}] {c.label()} — {who}: “{quote}”  ")  # trailing "  ": Markdown line break
+    return "\n".join(out).rstrip() + "\n", len(order)  # rstrip drops the last line break
 
 
 def _m(cite: int) -> str:
