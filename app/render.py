@@ -91,9 +91,9 @@ def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: boo
             lines.append(f"{i}. {cause.text}{like} {_m(cause.cite)}")
             if cause.detection:
                 lines.append(f"   - {L['check']}: {cause.detection}")
-            why = [r for r in cause.reasons if not r.startswith("base ")]
+            why = cause.reasons[1:]  # the first reason is the base score from the source's likelihood
             if why:
-                lines.append(f"   - {L['why']}: {'; '.join(why[:2])}")
+                lines.append(f"   - {L['why']}: {('；' if lang == 'zh' else '; ').join(why[:2])}")
         lines.append("")
     if c.fixes:
         lines.append(f"**{L['fixes']}**")

@@ -56,10 +56,17 @@ def _causes(record: Record, cand: Candidate | None, lang: Lang, cites: Citations
             CauseView(
                 id=cause.id, text=cause.text.get(lang), likelihood=cause.likelihood,
                 detection=cause.detection.get(lang) if cause.detection else None,
-                score=round(score, 3), reasons=rc.reasons if rc else [], cite=cites.add(cause.citation),
+                score=round(score, 3), reasons=_reasons(rc, lang), cite=cites.add(cause.citation),
             ),
         ))
     return [v for *_, v in sorted(views, key=lambda t: (t[0], t[1]))]
+
+
+def _reasons(rc, lang: Lang) -> list[str]:
+    """Why the tree ranked a cause where it did, in ``lang``; the first reason is the base score."""
+    if rc is None:
+        return []
+    return rc.reasons_zh if lang == "zh" and len(rc.reasons_zh) == len(rc.reasons) else rc.reasons
 
 
 def _fix_view(item: Fix | Step, priority: int, lang: Lang, cites: Citations) -> FixView:

@@ -29,7 +29,7 @@ class CauseView(_Model):
     likelihood: Literal["high", "medium", "low"] | None = Field(default=None, description="as the source rates it")
     detection: str | None = Field(default=None, description="how to check for this cause")
     score: float = Field(ge=0.0, le=1.0, description="how strongly this case points at the cause")
-    reasons: list[str] = Field(default=[], description="what in the input raised or lowered it")
+    reasons: list[str] = Field(default=[], description="base score first, then what in the input raised or lowered it")
     cite: int = Field(ge=1)
 
 

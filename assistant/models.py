@@ -29,11 +29,15 @@ class Evidence(_Model):
 
 
 class RankedCause(_Model):
-    """A root cause (id from the knowledge base) with a 0–1 score and the reasons for it."""
+    """A root cause (id from the knowledge base) with a 0–1 score and the reasons for it.
+
+    ``reasons_zh`` holds the same reasons in Chinese, in the same order as ``reasons``.
+    """
 
     cause_id: str
     score: float = Field(ge=0.0, le=1.0)
     reasons: list[str] = []
+    reasons_zh: list[str] = Field(default=[], description="the reasons in Chinese, parallel to reasons")
 
 
 class Candidate(_Model):

@@ -4,7 +4,8 @@ The tree itself is data (``kb/tree.yaml``): per mode its causes with base scores
 likelihoods where it gives them), adjustments when a *fact* has a value (precision=bf16,
 oom-when=start, …), and text hints. Facts come from the text (detect patterns, scanned in the
 same pass as the signature rules), from metric findings and tracebacks, or from the user's
-answers — answers win.
+answers — answers win. Every reason is built in English and Chinese (``reason`` / ``reason_zh`` in
+the data, parallel templates here), so a ranked cause carries ``reasons`` and ``reasons_zh``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import re2
 import yaml
@@ -28,8 +30,35 @@ EARLY_EPOCH = 0.05  # ... or at or before this epoch, when only the epoch is log
 LATE_POINTS = 20  # this many finite loss values before the NaN show a run that was healthy for a while
 
 
+_CJK = re2.compile(r"[\p{Han}]")
+
+
 class _M(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _chinese(v: str) -> str:
+    """A ``*_zh`` text must be an actual translation, not the English copied over."""
+    if not _CJK.search(v):
+        raise ValueError(f"not Chinese: {v!r}")
+    return v
+
+
+class Reason(NamedTuple):
+    """One reason for a score, in English and in Chinese."""
+
+    en: str
+    zh: str
+
+
+class _Reasoned(_M):
+    reason: str
+    reason_zh: str
+
+    @field_validator("reason_zh")
+    @classmethod
+    def _zh(cls, v: str) -> str:
+        return _chinese(v)
 
 
 class _Patterned(_M):
@@ -44,10 +73,9 @@ class _Patterned(_M):
         return [_check_re2(p, False) for p in v]
 
 
-class Detect(_Patterned):
+class Detect(_Patterned, _Reasoned):
     value: str
     weight: float = 1.0
-    reason: str
 
 
 class Fact(_M):
@@ -75,6 +103,12 @@ class CauseBase(_M):
     likelihood: str | None = None
     base: float | None = None
     basis: str
+    basis_zh: str
+
+    @field_validator("basis_zh")
+    @classmethod
+    def _zh(cls, v: str) -> str:
+        return _chinese(v)
 
     @model_validator(mode="after")
     def _one(self) -> CauseBase:
@@ -83,17 +117,15 @@ class CauseBase(_M):
         return self
 
 
-class Adjust(_M):
+class Adjust(_Reasoned):
     when: dict[str, str]
     cause: str
     delta: float
-    reason: str
 
 
-class Hint(_Patterned):
+class Hint(_Patterned, _Reasoned):
     cause: str
     delta: float
-    reason: str
 
 
 class ModeTree(_M):
@@ -203,19 +235,19 @@ class TextSignals:
         self.first_line[tag] = line
 
 
-def facts_from_text(tree: TreeData, signals: TextSignals) -> tuple[dict[str, str], dict[str, str]]:
+def facts_from_text(tree: TreeData, signals: TextSignals) -> tuple[dict[str, str], dict[str, Reason]]:
     """Fact values the text settles (ties stay unknown) and a reason for each."""
     facts: dict[str, str] = {}
-    reasons: dict[str, str] = {}
+    reasons: dict[str, Reason] = {}
     for fact_id, fact in tree.facts.items():
         weights: dict[str, float] = {}
-        why: dict[str, str] = {}
+        why: dict[str, Reason] = {}
         for i, d in enumerate(fact.detect):
             line = signals.first_line.get(f"fact:{fact_id}:{i}")
             if line is None:
                 continue
             weights[d.value] = weights.get(d.value, 0.0) + d.weight
-            why.setdefault(d.value, f"{d.reason} seen at line {line}")
+            why.setdefault(d.value, Reason(f"{d.reason} seen at line {line}", f"{d.reason_zh}，见第 {line} 行"))
         if not weights:
             continue
         ranked = sorted(weights.items(), key=lambda kv: -kv[1])
@@ -228,10 +260,10 @@ def facts_from_text(tree: TreeData, signals: TextSignals) -> tuple[dict[str, str
 
 def facts_from_analysis(
     metrics: MetricsReport | None, tracebacks: list[TracebackInfo]
-) -> tuple[dict[str, str], dict[str, str]]:
+) -> tuple[dict[str, str], dict[str, Reason]]:
     """Facts derived from metric findings and tracebacks (NaN onset, when an OOM happened)."""
     facts: dict[str, str] = {}
-    reasons: dict[str, str] = {}
+    reasons: dict[str, Reason] = {}
     if metrics is not None:
         nan = next((f for f in metrics.findings if f.kind == "nan-onset"), None)
         if nan is not None:
@@ -248,24 +280,32 @@ def facts_from_analysis(
                 onset = "late" if finite_before >= LATE_POINTS else None
             if onset is not None:
                 facts["nan-onset"] = onset
-                reasons["nan-onset"] = f"loss first NaN/inf at line {nan.line}" + (
-                    f" (step {nan.step:g})" if nan.step is not None
-                    else f" (epoch {nan.epoch:g})" if nan.epoch is not None else f" after {finite_before} finite values"
-                )
+                en = f"loss first NaN/inf at line {nan.line}"
+                zh = f"loss 在第 {nan.line} 行"
+                if nan.step is not None:
+                    en, zh = f"{en} (step {nan.step:g})", f"{zh}（第 {nan.step:g} 步）首次出现 NaN/inf"
+                elif nan.epoch is not None:
+                    en, zh = f"{en} (epoch {nan.epoch:g})", f"{zh}（epoch {nan.epoch:g}）首次出现 NaN/inf"
+                else:
+                    en = f"{en} after {finite_before} finite values"
+                    zh = f"{zh}首次出现 NaN/inf，此前有 {finite_before} 个正常值"
+                reasons["nan-onset"] = Reason(en, zh)
     for tb in tracebacks:
         if any(f.function.startswith("generate") or "generation/utils.py" in f.file for f in tb.frames):
             facts["oom-when"] = "inference"
-            reasons["oom-when"] = f"generate() in the traceback at line {tb.start_line}"
+            reasons["oom-when"] = Reason(f"generate() in the traceback at line {tb.start_line}",
+                                         f"第 {tb.start_line} 行的 traceback 中有 generate()")
             break
     else:
         if metrics is not None and metrics.last_step is not None:
             loss = next((s for s in metrics.series if s.name == "loss"), None)
             if metrics.last_step <= 1 or (loss is not None and loss.points == 0):
                 facts["oom-when"] = "start"
-                reasons["oom-when"] = "no training step completed before the error"
+                reasons["oom-when"] = Reason("no training step completed before the error", "报错前一个训练 step 都没有完成")
             elif loss is not None and loss.points >= 3:
                 facts["oom-when"] = "mid"
-                reasons["oom-when"] = f"training logged up to step {metrics.last_step:g} before the error"
+                reasons["oom-when"] = Reason(f"training logged up to step {metrics.last_step:g} before the error",
+                                             f"报错前训练日志已记录到第 {metrics.last_step:g} 步")
     return facts, reasons
 
 
@@ -273,36 +313,44 @@ def rank_causes(
     tree: TreeData,
     mode_id: str,
     facts: dict[str, str],
-    fact_reasons: dict[str, str],
+    fact_reasons: dict[str, Reason],
     signals: TextSignals,
-    rule_boosts: dict[str, tuple[float, str]],
+    rule_boosts: dict[str, tuple[float, Reason]],
 ) -> list[RankedCause]:
-    """The mode's causes, best first: base score, then fact adjustments, hints and rule cause boosts."""
+    """The mode's causes, best first: base score, then fact adjustments, hints and rule cause boosts.
+
+    Each cause gets its reasons in English (``reasons``) and Chinese (``reasons_zh``), in the same order.
+    """
     mt = tree.modes.get(mode_id)
     if mt is None:
         return []
     scores: dict[str, float] = {}
-    reasons: dict[str, list[str]] = {}
+    reasons: dict[str, list[Reason]] = {}
     for c in mt.causes:
         scores[c.id] = tree.base_score(c)
-        reasons[c.id] = [f"base {scores[c.id]:.2f} ({c.basis})"]
+        reasons[c.id] = [Reason(f"base {scores[c.id]:.2f} ({c.basis})", f"基础分 {scores[c.id]:.2f}（{c.basis_zh}）")]
     for a in mt.adjust:
         if all(facts.get(k) == v for k, v in a.when.items()):
             scores[a.cause] += a.delta
-            why = "; ".join(fact_reasons.get(k, f"{k}={v}") for k, v in a.when.items())
-            reasons[a.cause].append(f"{'+' if a.delta >= 0 else ''}{a.delta:.2f}: {a.reason} ({why})")
+            whys = [fact_reasons.get(k, Reason(f"{k}={v}", f"{k}={v}")) for k, v in a.when.items()]
+            d = f"{'+' if a.delta >= 0 else ''}{a.delta:.2f}"
+            reasons[a.cause].append(Reason(f"{d}: {a.reason} ({'; '.join(w.en for w in whys)})",
+                                           f"{d}：{a.reason_zh}（{'；'.join(w.zh for w in whys)}）"))
     for i, h in enumerate(mt.hints):
         line = signals.first_line.get(f"hint:{mode_id}:{i}")
         if line is not None:
             scores[h.cause] += h.delta
-            reasons[h.cause].append(f"{'+' if h.delta >= 0 else ''}{h.delta:.2f}: {h.reason} seen at line {line}")
+            d = f"{'+' if h.delta >= 0 else ''}{h.delta:.2f}"
+            reasons[h.cause].append(Reason(f"{d}: {h.reason} seen at line {line}", f"{d}：{h.reason_zh}（见第 {line} 行）"))
     for cause, (boost, why) in rule_boosts.items():
         if cause in scores:
             scores[cause] += boost
-            reasons[cause].append(f"+{boost:.2f}: {why}")
+            reasons[cause].append(Reason(f"+{boost:.2f}: {why.en}", f"+{boost:.2f}：{why.zh}"))
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     return [
-        RankedCause(cause_id=c, score=round(min(0.99, max(0.01, s)), 3), reasons=reasons[c]) for c, s in ranked
+        RankedCause(cause_id=c, score=round(min(0.99, max(0.01, s)), 3), reasons=[r.en for r in reasons[c]],
+                    reasons_zh=[r.zh for r in reasons[c]])
+        for c, s in ranked
     ]
 
 

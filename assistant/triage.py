@@ -23,6 +23,7 @@ from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_line
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
 from assistant.tracebacks import KeptLine, extract
 from assistant.tree import (
+    Reason,
     TextSignals,
     TreeData,
     facts_from_analysis,
@@ -284,7 +285,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         warnings.append(f"metrics stage failed: {err}")
 
     candidates: list[Candidate] = []
-    boosts: dict[str, dict[str, tuple[float, str]]] = {}
+    boosts: dict[str, dict[str, tuple[float, Reason]]] = {}
     try:
         candidates, boosts = _candidates(engine, scanner, tracebacks, metrics)
     except Exception as err:  # noqa: BLE001
@@ -316,7 +317,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
 
 def _candidates(
     engine: _Engine, scanner: Scanner, tracebacks: list[TracebackInfo], metrics: MetricsReport | None
-) -> tuple[list[Candidate], dict[str, dict[str, tuple[float, str]]]]:
+) -> tuple[list[Candidate], dict[str, dict[str, tuple[float, Reason]]]]:
     """One candidate per evidenced mode, and per mode the cause boosts its rules carry."""
     root_lines = {tb.end_line for tb in tracebacks if tb.kind == "python"}
     per_mode: dict[str, dict] = {}
@@ -339,7 +340,8 @@ def _candidates(
         for cause, boost in rule.causes.items():
             prev = slot["boosts"].get(cause)
             if prev is None or boost > prev[0]:
-                slot["boosts"][cause] = (boost, f"{rule_id} fired at line {kept[0].line}")
+                slot["boosts"][cause] = (boost, Reason(f"{rule_id} fired at line {kept[0].line}",
+                                                      f"规则 {rule_id} 在第 {kept[0].line} 行命中"))
     if metrics is not None:
         for f in metrics.findings:
             mode, conf, strength = METRIC_CONFIDENCE[f.kind]
@@ -351,7 +353,7 @@ def _candidates(
                          source=f"metric:{f.kind}", rank=rank, strength=strength)
             )
     out: list[Candidate] = []
-    boosts: dict[str, dict[str, tuple[float, str]]] = {}
+    boosts: dict[str, dict[str, tuple[float, Reason]]] = {}
     for mode, slot in per_mode.items():
         # Distinct signals combine like independent evidence (noisy-OR); one signal keeps its own level.
         miss = 1.0
@@ -385,7 +387,7 @@ def _decide(
     tree: TreeData,
     scanner: Scanner,
     candidates: list[Candidate],
-    boosts: dict[str, dict[str, tuple[float, str]]],
+    boosts: dict[str, dict[str, tuple[float, Reason]]],
     metrics: MetricsReport | None,
     tracebacks: list[TracebackInfo],
     answers: dict[str, str],
@@ -397,7 +399,7 @@ def _decide(
     for fid, reply in answers.items():
         value = parse_answer(fid, reply, tree)
         if value is not None:
-            facts[fid], reasons[fid] = value, f"you answered {reply!r}"
+            facts[fid], reasons[fid] = value, Reason(f"you answered {reply!r}", f"你的回答是 {reply!r}")
 
     modes = {c.failure_mode for c in candidates}
     sec = tree.secondary
@@ -409,7 +411,8 @@ def _decide(
                 c.confidence = round(c.confidence * sec.factor, 3)
                 demoted.append(c)
         for c in demoted:
-            boosts.setdefault(c.failure_mode, {})["rank-crashed"] = (0.2, f"a rank failed first ({root} evidenced)")
+            boosts.setdefault(c.failure_mode, {})["rank-crashed"] = (
+                0.2, Reason(f"a rank failed first ({root} evidenced)", f"有 rank 先出错了（已有 {root} 的证据）"))
 
     for c in candidates:
         c.causes = rank_causes(tree, c.failure_mode, facts, reasons, scanner.signals, boosts.get(c.failure_mode, {}))

@@ -182,3 +182,12 @@ def test_runbook_knowledge_is_never_attributed_to_the_guide(rules_only):
     for line in sources.splitlines():
         if "team-runbook.md" in line:
             assert "team runbook" in line and "customer guide" not in line
+
+
+def test_chinese_answers_explain_causes_in_chinese(rules_only):
+    d = rules_only.diagnose("训练到 3000 步 loss 变成 nan 了，用的 fp16\n{'loss': nan, 'epoch': 2.98}")
+    assert d.language == "zh"
+    top = d.candidates[0].causes[0]
+    assert top.id == "fp16-overflow" and len(top.reasons) >= 2
+    assert all(any("\u4e00" <= ch <= "\u9fff" for ch in r) for r in top.reasons)
+    assert "第 1 行" in markdown(d)

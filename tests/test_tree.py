@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,38 @@ def test_guide_likelihoods_order_nan_causes():
 def test_tree_with_unknown_cause_in_adjust_does_not_load(tmp_path):
     data = yaml.safe_load((ROOT / "kb" / "tree.yaml").read_text(encoding="utf-8"))
     data["modes"]["nan-loss"]["adjust"].append({"when": {"precision": "bf16"}, "cause": "cosmic-rays", "delta": 0.1,
-                                                "reason": "x"})
+                                                "reason": "x", "reason_zh": "宇宙射线"})
     p = tmp_path / "tree.yaml"
     p.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
     with pytest.raises(KnowledgeBaseError, match="cosmic-rays"):
+        load_tree(p)
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "value"),
+    [("adjust", "reason_zh", None), ("hints", "reason_zh", None), ("causes", "basis_zh", None),
+     ("hints", "reason_zh", "index out of range")],
+)
+def test_tree_without_a_chinese_reason_does_not_load(tmp_path, section, field, value):
+    """Every reason / basis needs its Chinese: missing (or English copied over) fails at load."""
+    data = yaml.safe_load((ROOT / "kb" / "tree.yaml").read_text(encoding="utf-8"))
+    item = data["modes"]["nan-loss"][section][0]
+    if value is None:
+        del item[field]
+    else:
+        item[field] = value
+    p = tmp_path / "tree.yaml"
+    p.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(KnowledgeBaseError, match=field):
+        load_tree(p)
+
+
+def test_fact_detectors_need_a_chinese_reason(tmp_path):
+    data = yaml.safe_load((ROOT / "kb" / "tree.yaml").read_text(encoding="utf-8"))
+    del data["facts"]["precision"]["detect"][0]["reason_zh"]
+    p = tmp_path / "tree.yaml"
+    p.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(KnowledgeBaseError, match="reason_zh"):
         load_tree(p)
 
 
@@ -148,3 +177,38 @@ def test_nan_onset_follows_the_logged_step_or_epoch_not_the_paste_length():
     assert order[0] != "lr-too-high"
     # Two lines with neither step nor epoch say nothing about when the run started: no fact claimed.
     assert "nan-onset" not in triage("loss: 2.31\nloss: nan").facts
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_DDP_UNUSED = ("[rank1]: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new "
+               "one. This error indicates that your module has parameters that were not used in producing loss. You can "
+               "enable unused parameter detection by passing the keyword argument `find_unused_parameters=True` to "
+               "`torch.nn.parallel.DistributedDataParallel`")
+
+
+@pytest.mark.parametrize(
+    ("text", "answers"),
+    [
+        ("model.half()  # fp16\n{'loss': 2.1, 'step': 1}\n{'loss': nan, 'step': 2}\n"
+         "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 1024", None),
+        ("{'loss': 2.1, 'step': 1}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+         {"oom-when": "start"}),
+        (_DDP_UNUSED, {"ddp-unused": "yes, LoRA"}),
+        ("step 3000: loss nan", None),
+        ("{'loss': 2.1, 'step': 1}\ntorch.OutOfMemoryError: CUDA out of memory.\n"
+         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", None),
+    ],
+    ids=["nan-fp16", "oom-start", "ddp-unused", "nan-step-3000", "oom-then-rank-crashed"],
+)
+def test_every_reason_has_its_chinese_with_the_same_lines(text, answers):
+    result = triage(text, answers=answers)
+    causes = [rc for cand in result.candidates for rc in cand.causes]
+    assert causes
+    for rc in causes:
+        assert len(rc.reasons_zh) == len(rc.reasons), rc.cause_id
+        for en, zh in zip(rc.reasons, rc.reasons_zh, strict=True):
+            assert _CJK.search(zh), zh
+            for n in re.findall(r"\bline (\d+)", en):
+                assert f"第 {n} 行" in zh, (en, zh)
+            for n in re.findall(r"\(step (\d+)\)", en):
+                assert f"第 {n} 步" in zh, (en, zh)
