@@ -12,9 +12,10 @@ from assistant.compose import compose
 from assistant.config import Settings
 from assistant.diagnosis import Diagnosis, Lang
 from assistant.errors import InputError, TrainfixError
-from assistant.intent import is_prose, is_question
+from assistant.intent import is_prose, looks_like_question
 from assistant.knowledge import Knowledge
 from assistant.models import Triage
+from assistant.normalise import text_language
 from assistant.triage import triage, triage_file
 
 RetrievalUse = Literal["auto", "always", "never"]
@@ -85,7 +86,8 @@ class Assistant:
                 if origin is None:
                     break
                 answers = {**last.answers, fu.id: value}
-                reply_lang = triage(message).language if any("\u4e00" <= ch <= "\u9fff" for ch in message) else last.language
+                # Answer in the reply's language when it is Chinese ("就是bf16"); "bf16" alone keeps the last one.
+                reply_lang = "zh" if text_language(message) == "zh" else last.language
                 return self.diagnose(origin, answers=answers, lang=reply_lang)
         return self.diagnose(message)
 
@@ -99,7 +101,7 @@ class Assistant:
                 answers: dict[str, str] | None) -> Diagnosis:
         lang = lang or result.language
         prose = is_prose(text, result)
-        question = prose and is_question(text, result)
+        question = prose and looks_like_question(text)
         hits, warnings = [], []
         top = result.candidates[0].confidence if result.candidates else 0.0
         if self.retrieval == "always" or (self.retrieval == "auto" and (prose or top < CONFIDENT)):

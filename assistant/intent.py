@@ -29,7 +29,12 @@ MAX_PROSE_LINES = 4
 
 def is_question(text: str, result: Triage | None = None) -> bool:
     """True for a short natural-language question with no traceback or training-log lines in it."""
-    return is_prose(text, result) and _QUESTION.search(text.strip()) is not None
+    return is_prose(text, result) and looks_like_question(text)
+
+
+def looks_like_question(text: str) -> bool:
+    """The words are phrased as a question (question mark, question word, 吗/怎么/…)."""
+    return _QUESTION.search(text.strip()) is not None
 
 
 def is_prose(text: str, result: Triage | None = None) -> bool:

@@ -248,6 +248,13 @@ def decode(line: bytes) -> str:
     return line.decode("utf-8", errors="replace")
 
 
+def text_language(text: str) -> str:
+    """:func:`language` of a short piece of text (a chat reply), without running a triage."""
+    stats = CleanStats()
+    clean_bytes(text.encode("utf-8", errors="replace"), stats)
+    return language(stats)
+
+
 def language(stats: CleanStats) -> str:
     """'zh' when CJK characters make up a fair share of the text, else 'en'.
 
