@@ -127,7 +127,8 @@ def chat_command(
 
 def eval_command(
     cases: Annotated[list[Path], typer.Option("--cases", help="JSON-lines case file(s) (text, labels)")] = [],  # noqa: B006
-    system: Annotated[str, typer.Option(help="full | rules | vector (plain vector retrieval baseline)")] = "full",
+    system: Annotated[str, typer.Option(
+        help="full | no-retrieval (rules + case memory) | rules | vector (plain vector retrieval baseline)")] = "full",
     as_json: Annotated[bool, typer.Option("--json", help="print the reports as JSON")] = False,
 ) -> None:
     """Score the assistant on labelled cases: top-1, top-3, abstention precision/recall, per mode."""
@@ -137,7 +138,7 @@ def eval_command(
     predict = predictor(system)
     reports = {}
     for path in cases or DEFAULT_CASES:
-        reports[str(path)] = evaluate(load_cases(path), predict)
+        reports[str(path)] = evaluate(load_cases(path), predict, before_each=getattr(predict, "before_each", None))
     if as_json:
         typer.echo(json.dumps({k: v.model_dump() for k, v in reports.items()}, ensure_ascii=False, indent=2))
         return
@@ -149,9 +150,17 @@ def eval_command(
             f"abstention: precision {report.abstention_precision:.3f}  recall {report.abstention_recall:.3f}  "
             f"accuracy {report.abstention_accuracy:.3f}"
         )
+        typer.echo(f"in-scope declined {report.in_scope_declined:.3f}   "
+                   f"out-of-scope declined {report.out_of_scope_declined:.3f}")
         typer.echo(f"{'label':28} {'cases':>5} {'top1':>5} {'top3':>5}")
         for m in report.per_mode:
             typer.echo(f"{m.mode:28} {m.cases:5d} {m.top1:5d} {m.top3:5d}")
+        typer.echo(f"{'kind':28} {'cases':>5} {'top1':>6} {'top3':>6} {'declined':>8}")
+        for k, v in report.by_kind.items():
+            typer.echo(f"{k:28} {int(v['cases']):5d} {v['top1']:6.3f} {v['top3']:6.3f} {v['declined']:8.3f}")
+        typer.echo(f"{'language':28} {'in scope':>8} {'top1':>6}")
+        for k, v in report.by_lang.items():
+            typer.echo(f"{k:28} {int(v['in_scope']):8d} {v['top1']:6.3f}")
         typer.echo("")
 
 

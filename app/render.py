@@ -15,7 +15,7 @@ from assistant.diagnosis import CandidateView, Diagnosis, FixView
 LABELS = {
     "en": {
         "confidence": "confidence", "route": {"rule": "signature rules", "metrics": "metric analysis",
-                                              "retrieval": "knowledge-base search"},
+                                              "cases": "similar past incidents", "retrieval": "knowledge-base search"},
         "evidence": "Evidence", "line": "line", "rank": "rank",
         "causes": "Likely causes in this case", "likelihood": "rated likelihood", "check": "check",
         "fixes": "What to do first", "steps": "How to confirm", "follow_up": "To narrow it down",
@@ -28,9 +28,26 @@ LABELS = {
         "answer": "From the knowledge base",
         "likelihoods": {"high": "high", "medium": "medium", "low": "low"},
         "why": "why",
+        "root": "Root cause",
+        "similar": "Similar past incidents", "fixed_by": "fixed by", "not_training": "not a training failure",
+        "outside_title": "Not a training failure",
+        "outside": {
+            "environment": "This looks like an environment or installation problem (packages, CUDA toolkit, driver, "
+                           "build), not one of the 15 training failure modes trainfix diagnoses.",
+            "access": "This looks like an access problem (a gated or private model, a missing token), not a "
+                      "training failure.",
+            "configuration": "This looks like a configuration or script problem (an argument the library does not "
+                             "know, a missing template), not a training failure.",
+            "usage": "This is about using a trained model (merging, serving, converting, inference speed), not a "
+                     "failing training run.",
+            "quality": "This is about the quality of a trained model, not a failing training run; trainfix "
+                       "diagnoses runs that break.",
+            "other-software": "This error comes from software unrelated to training.",
+        },
     },
     "zh": {
-        "confidence": "置信度", "route": {"rule": "特征规则", "metrics": "指标分析", "retrieval": "知识库检索"},
+        "confidence": "置信度", "route": {"rule": "特征规则", "metrics": "指标分析", "cases": "相似历史案例",
+                                           "retrieval": "知识库检索"},
         "evidence": "证据", "line": "第", "rank": "rank",
         "causes": "本例中可能的原因", "likelihood": "来源给出的概率", "check": "检测",
         "fixes": "先做什么", "steps": "如何确认", "follow_up": "需要确认",
@@ -43,6 +60,17 @@ LABELS = {
         "answer": "知识库中的相关内容",
         "likelihoods": {"high": "高", "medium": "中", "low": "低"},
         "why": "依据",
+        "root": "根因",
+        "similar": "相似的历史案例", "fixed_by": "解决办法", "not_training": "非训练故障",
+        "outside_title": "不是训练故障",
+        "outside": {
+            "environment": "这看起来是环境或安装问题（依赖包、CUDA 工具链、驱动、编译），不属于 trainfix 诊断的 15 种训练失败模式。",
+            "access": "这看起来是访问权限问题（受限或私有模型、缺少 token），不是训练故障。",
+            "configuration": "这看起来是配置或脚本问题（库不认识的参数、缺少模板等），不是训练故障。",
+            "usage": "这是关于使用训练好的模型（合并、部署、转换、推理速度），不是训练运行出错。",
+            "quality": "这是关于训练后模型效果的问题，不是训练运行出错；trainfix 诊断的是跑挂了的训练。",
+            "other-software": "这个报错来自与训练无关的软件。",
+        },
     },
 }
 _MARKER = re.compile(r"\[(\d{1,3})\]")  # applied to bounded, already-validated LLM output only
@@ -77,6 +105,9 @@ def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: boo
     lines.append(f"*{L['confidence']} {c.confidence:.2f} · {L['route'][c.route]}* " + _m(c.cites[0]) if c.cites
                  else f"*{L['confidence']} {c.confidence:.2f} · {L['route'][c.route]}*")
     lines.append("")
+    if c.note:
+        lines.append(f"**{L['root']}:** {c.note}")
+        lines.append("")
     if c.evidence:
         lines.append(f"**{L['evidence']}**")
         for ev in c.evidence:
@@ -138,10 +169,27 @@ def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
     elif not d.abstained:
         lines.append(f"## {L['answer']}")
         lines.append("")
+    elif d.out_of_domain:
+        lines.append(f"## {L['outside_title']}")
+        lines.append("")
+        lines.append(L["outside"].get(d.out_of_domain, L["abstain"]))
+        lines.append("")
+        for ev in d.out_of_domain_evidence:
+            lines.append(f"- {_line_label(lang, ev.line)}: `{ev.text[:300].replace('`', 'ʼ')}`")
+        if d.out_of_domain_evidence:
+            lines.append("")
     else:
         lines.append(f"## {L['abstain_title']}")
         lines.append("")
         lines.append(L["abstain"])
+        lines.append("")
+    if d.similar:
+        lines.append(f"**{L['similar']}**")
+        for inc in d.similar:
+            modes = ", ".join(f"`{m}`" for m in inc.labels) or L["not_training"]
+            title = inc.title.replace("`", "ʼ").replace("[", "(").replace("]", ")")
+            fixed = f" — {L['fixed_by']}: {inc.fix}" if inc.fix else ""
+            lines.append(f"- [{title}]({inc.link}) ({modes}){fixed}")
         lines.append("")
     if d.passages:
         title = L["nearest"] if d.abstained else (L["related"] if d.candidates else L["answer"])

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from assistant.cases import EMPTY, CaseVotes, case_memory
 from assistant.compose import compose
 from assistant.config import Settings
 from assistant.diagnosis import Diagnosis, Lang
@@ -16,6 +17,7 @@ from assistant.intent import is_prose, looks_like_question
 from assistant.knowledge import Knowledge
 from assistant.models import Triage
 from assistant.normalise import text_language
+from assistant.ranking import load_calibration, rank
 from assistant.triage import triage, triage_file
 
 RetrievalUse = Literal["auto", "always", "never"]
@@ -44,6 +46,8 @@ class Assistant:
         self.settings = settings or Settings()
         self.retrieval: RetrievalUse = retrieval
         self.knowledge = Knowledge.load(self.settings.records_dir)
+        self.cases = case_memory(self.settings.cases_dir)
+        self.calibration = load_calibration(self.settings.kb_dir / "calibration.yaml")
         self._retriever = None
 
     # -- public -----------------------------------------------------------------------------
@@ -57,15 +61,14 @@ class Assistant:
         """
         if not isinstance(text, (str, bytes, bytearray)):
             raise InputError(f"diagnose expects text, got {type(text).__name__}")
-        result = triage(text, answers)
-        as_text = text if isinstance(text, str) else bytes(text).decode("utf-8", errors="replace")
-        return self._answer(result, as_text, lang, answers)
+        result = triage(text, answers, kb_dir=self.settings.kb_dir)
+        return self._answer(result, lang, answers)
 
     def diagnose_file(self, path: str | Path, *, answers: dict[str, str] | None = None,
                       lang: Lang | None = None) -> Diagnosis:
         """Diagnose a log file of any size; it is streamed, so memory stays bounded."""
-        result = triage_file(path, answers)
-        return self._answer(result, "", lang, answers)
+        result = triage_file(path, answers, kb_dir=self.settings.kb_dir)
+        return self._answer(result, lang, answers)
 
     def ask(self, message: str, history: Sequence[Exchange] = ()) -> Diagnosis:
         """Continue a conversation.
@@ -97,25 +100,41 @@ class Assistant:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _answer(self, result: Triage, text: str, lang: Lang | None,
-                answers: dict[str, str] | None) -> Diagnosis:
+    def _answer(self, result: Triage, lang: Lang | None, answers: dict[str, str] | None) -> Diagnosis:
+        """Rules first; then case memory, retrieval where it helps, ranking and the decline decision."""
         lang = lang or result.language
+        text = result.digest  # all of a short input; the lines that matter of a long log (file or paste alike)
         prose = is_prose(text, result)
         question = prose and looks_like_question(text)
-        hits, warnings = [], []
-        top = result.candidates[0].confidence if result.candidates else 0.0
-        if self.retrieval == "always" or (self.retrieval == "auto" and (prose or top < CONFIDENT)):
-            hits, warnings = self._search(self._query(text, result, prose))
-        # Retrieval alone may answer words (questions, descriptions), never pasted machine output.
-        confident = confident_hit(hits) if prose and not result.candidates else None
+        warnings: list[str] = []
+        votes = self._votes(text, warnings)
+        preliminary = rank(result, votes, prose=prose)
+        hits: list = []
+        top = preliminary.top.raw if preliminary.top else 0.0
+        if self.retrieval == "always" or (self.retrieval == "auto" and (prose or preliminary.declined or top < CONFIDENT)):
+            hits, more = self._search(self._query(text, result, prose))
+            warnings += more
+        ranking = rank(result, votes, retrieval_votes(hits), prose=prose) if hits else preliminary
+        passage = confident_hit(hits) if prose and not ranking.ranked else None
         diagnosis = compose(
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,
-            retrieval_candidates=[(confident.failure_mode, _retrieval_confidence(confident))]
-            if confident is not None and confident.kind == "record" else [],
-            answered_by_passage=confident is not None and confident.kind == "passage",
-            answers=answers, extra_warnings=warnings,
+            ranking=ranking, calibration=self.calibration, neighbours=votes.neighbours,
+            answered_by_passage=passage is not None and passage.kind == "passage",
+            answers=answers, extra_warnings=warnings, tree=self._engine().tree,
         )
         return self._rephrase(diagnosis, text) if self.settings.llm_model else diagnosis
+
+    def _engine(self):
+        from assistant.triage import engine_for
+
+        return engine_for(self.settings.kb_dir)
+
+    def _votes(self, text: str, warnings: list[str]) -> CaseVotes:
+        try:
+            return self.cases.vote(text)
+        except Exception as err:  # noqa: BLE001 - a failing stage warns and the answer is built from the rest
+            warnings.append(f"case-memory stage failed: {err}")
+            return EMPTY
 
     def _rephrase(self, diagnosis: Diagnosis, message: str) -> Diagnosis:
         """Add the optional LLM retelling; any failure keeps the deterministic answer, with a warning."""
@@ -187,5 +206,17 @@ def confident_hit(hits):
     return None
 
 
-def _retrieval_confidence(hit) -> float:
-    return 0.55 if hit.vector_rank == 1 and hit.bm25_rank == 1 else 0.45
+def retrieval_votes(hits) -> dict[str, float]:
+    """Per failure mode, how strongly retrieval points at its record: the top hit when vector and
+    lexical search agree on it counts most; other record hits count by rank."""
+    votes: dict[str, float] = {}
+    agreed = confident_hit(hits)
+    for i, hit in enumerate(hits):
+        if hit.kind != "record" or not hit.failure_mode:
+            continue
+        if hit is agreed:
+            score = 1.0 if hit.vector_rank == 1 and hit.bm25_rank == 1 else 0.8
+        else:
+            score = 0.5 / (i + 1)
+        votes[hit.failure_mode] = max(votes.get(hit.failure_mode, 0.0), score)
+    return votes

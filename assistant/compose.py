@@ -9,10 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from assistant.diagnosis import CandidateView, CauseView, CodeView, Diagnosis, FixView, Lang, PassageView
+from assistant.cases import EMPTY, Neighbour
+from assistant.causality import first_failing_rank
+from assistant.diagnosis import (
+    CandidateView,
+    CauseView,
+    CodeView,
+    Diagnosis,
+    FixView,
+    IncidentView,
+    Lang,
+    PassageView,
+)
 from assistant.knowledge import Knowledge
-from assistant.models import Candidate, Evidence, Triage
+from assistant.models import Candidate, Evidence, RankedCause, Triage
+from assistant.ranking import Calibration, Ranking, rank
 from assistant.redact import redact
+from assistant.tree import TextSignals, TreeData, follow_ups, rank_causes
 from kb.schema import Citation, Fix, Record, Step
 
 # Score for a cause the decision tree did not rank (e.g. a runbook cause it has no rule for).
@@ -45,8 +58,8 @@ def _redacted_evidence(evidence: Sequence[Evidence]) -> tuple[list[Evidence], in
     return out, count
 
 
-def _causes(record: Record, cand: Candidate | None, lang: Lang, cites: Citations) -> list[CauseView]:
-    ranked = {rc.cause_id: rc for rc in cand.causes} if cand else {}
+def _causes(record: Record, ranked_causes: Sequence[RankedCause], lang: Lang, cites: Citations) -> list[CauseView]:
+    ranked = {rc.cause_id: rc for rc in ranked_causes}
     views = []
     for order, cause in enumerate(record.causes):
         rc = ranked.get(cause.id)
@@ -88,11 +101,11 @@ def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations) 
 
 
 def candidate_view(
-    record: Record, cand: Candidate | None, lang: Lang, cites: Citations, *,
+    record: Record, ranked_causes: Sequence[RankedCause], lang: Lang, cites: Citations, *,
     confidence: float, route: str, evidence: list[Evidence],
 ) -> CandidateView:
     """One candidate with the record's knowledge, causes ranked for this case."""
-    causes = _causes(record, cand, lang, cites)
+    causes = _causes(record, ranked_causes, lang, cites)
     top = [c.id for c in causes[:2]]
     return CandidateView(
         failure_mode=record.failure_mode, category=record.category, title=record.title.get(lang),
@@ -111,52 +124,97 @@ def compose(
     lang: Lang,
     kind: str = "diagnosis",
     hits: Sequence = (),
-    retrieval_candidates: Sequence[tuple[str, float]] = (),
+    ranking: Ranking | None = None,
+    calibration: Calibration | None = None,
+    neighbours: Sequence[Neighbour] = (),
     answers: dict[str, str] | None = None,
     answered_by_passage: bool = False,
     extra_notices: Sequence[str] = (),
     extra_warnings: Sequence[str] = (),
+    tree: TreeData | None = None,
 ) -> Diagnosis:
     """Build the :class:`Diagnosis` for a triage result.
 
-    ``hits`` are retrieval hits (``assistant.retrieval.Hit``) used as supporting or nearest passages;
-    ``retrieval_candidates`` are (failure mode, confidence) pairs retrieval alone recognised, used
-    only when the rules found nothing; ``answered_by_passage`` says the top hit is a passage that
-    retrieval confidently matched (a plain question answered from the guide).
+    ``ranking`` orders the candidates from every stage (default: the triage's own, rules only);
+    ``calibration`` maps raw scores to stated confidences; ``hits`` are retrieval hits used as
+    supporting or nearest passages; ``neighbours`` are similar past incidents;
+    ``answered_by_passage`` says the top hit is a passage retrieval confidently matched (a plain
+    question answered from the guide); ``tree`` re-ranks causes and picks follow-up questions for
+    candidates the rules did not name.
     """
+    if ranking is None:
+        ranking = rank(result, EMPTY)
     cites = Citations()
     notices = list(result.notices) + list(extra_notices)
     views: list[CandidateView] = []
     redacted = 0
-    for cand in result.candidates[:MAX_CANDIDATES]:
-        record = knowledge.records.get(cand.failure_mode)
+    by_mode = {c.failure_mode: c for c in result.candidates}
+    for r in ranking.ranked[:MAX_CANDIDATES]:
+        record = knowledge.records.get(r.mode)
         if record is None:
             continue
-        evidence, n = _redacted_evidence(cand.evidence)
+        cand = by_mode.get(r.mode)
+        evidence, n = _redacted_evidence(cand.evidence) if cand else ([], 0)
         redacted += n
-        views.append(candidate_view(record, cand, lang, cites, confidence=cand.confidence,
-                                    route=cand.route, evidence=evidence))
+        causes = cand.causes if cand else (rank_causes(tree, r.mode, result.facts, {}, TextSignals(), {}) if tree else [])
+        route = cand.route if cand is not None and r.route == "triage" else r.route
+        confidence = calibration(r.raw) if calibration is not None else r.raw
+        view = candidate_view(record, causes, lang, cites, confidence=min(confidence, 0.99), route=route,
+                              evidence=evidence)
+        if cand is not None and cand.note:
+            view.note = _root_note(cand, lang)
+        views.append(view)
     routes = list(result.routes)
-    if not views:
-        for mode, conf in retrieval_candidates[:MAX_CANDIDATES]:
-            record = knowledge.records.get(mode)
-            if record is not None:
-                views.append(candidate_view(record, None, lang, cites, confidence=conf,
-                                            route="retrieval", evidence=[]))
-        if views:
-            routes.append("retrieval")
+    for extra in ("cases", "retrieval"):
+        if any(v.route == extra for v in views):
+            routes.append(extra)
     if redacted:
         notices.append(f"{redacted} secret(s) redacted from the evidence shown.")
 
+    follow = result.follow_up
+    if tree is not None and views and (not result.candidates or result.candidates[0].failure_mode != views[0].failure_mode):
+        follow = follow_ups(tree, [v.failure_mode for v in views[:2]], result.facts)
     passages = _passages(views, hits, knowledge, lang, cites)
+    declined = ranking.declined
     return Diagnosis(
         language=lang, kind="answer" if kind == "answer" else "diagnosis",
         candidates=views, abstained=not views and not (answered_by_passage and passages),
-        follow_up=result.follow_up if views and result.candidates else [],
+        follow_up=follow if views else [],
         passages=passages, citations=cites.items, routes=routes,
         facts=dict(result.facts), answers=dict(answers or {}), metrics=result.metrics,
+        similar=_similar(neighbours),
+        out_of_domain=ranking.outside_kind if declined and ranking.outside >= OUTSIDE_SHOWN else None,
+        out_of_domain_evidence=[Evidence(line=h.line, text=redact(h.text).text, match=h.id, source=f"outside:{h.id}",
+                                         strength=h.strength)
+                                for h in result.outside[:3]] if declined else [],
         notices=notices, warnings=list(result.warnings) + list(extra_warnings),
     )
+
+
+OUTSIDE_SHOWN = 0.3  # a decline names the kind of problem from this out-of-domain score on
+SIMILAR_SHOWN = 0.2
+
+
+def _root_note(cand: Candidate, lang: Lang) -> str:
+    """Why this candidate is the root cause, naming the rank that failed first when the evidence has ranks."""
+    note = (cand.note_zh if lang == "zh" and cand.note_zh else cand.note) or ""
+    rank_id = first_failing_rank(cand)
+    if rank_id is not None:
+        line = min(e.line for e in cand.evidence if e.rank == rank_id)
+        note += (f"；rank {rank_id} 最先出错（第 {line} 行）" if lang == "zh"
+                 else f"; rank {rank_id} failed first (line {line})")
+    return note
+
+
+def _similar(neighbours: Sequence[Neighbour]) -> list[IncidentView]:
+    out = []
+    for n in neighbours:
+        if n.similarity < SIMILAR_SHOWN or len(out) >= 3:
+            continue
+        first = next((ln.strip() for ln in n.case.text.splitlines() if ln.strip()), "")
+        out.append(IncidentView(id=n.case.id, title=first[:160], labels=list(n.case.labels), fix=n.case.fix or None,
+                                link=n.case.link, similarity=n.similarity))
+    return out
 
 
 def _passages(views, hits, knowledge: Knowledge, lang: Lang, cites: Citations) -> list[PassageView]:

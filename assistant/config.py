@@ -62,3 +62,7 @@ class Settings(BaseSettings):
     @property
     def rules_dir(self) -> Path:
         return self.kb_dir / "rules"
+
+    @property
+    def cases_dir(self) -> Path:
+        return self.kb_dir / "cases"

@@ -14,7 +14,7 @@ from assistant.models import Evidence, FollowUp, MetricsReport
 from kb.schema import Citation
 
 Lang = Literal["zh", "en"]
-Route = Literal["rule", "metrics", "retrieval"]
+Route = Literal["rule", "metrics", "cases", "retrieval"]
 
 
 class _Model(BaseModel):
@@ -63,6 +63,18 @@ class CandidateView(_Model):
     fixes: list[FixView] = []
     diagnosis_steps: list[FixView] = Field(default=[], description="checks to run, in the source's order")
     cites: list[int] = Field(default=[], description="citations of the record's sections")
+    note: str | None = Field(default=None, description="why this is the root cause of other evidenced modes")
+
+
+class IncidentView(_Model):
+    """A similar past incident from the case memory (``kb/cases``), with the fix that worked."""
+
+    id: str
+    title: str = Field(description="the first line of the report as posted")
+    labels: list[str] = Field(description="its failure modes ([] = it was not a training failure)")
+    fix: str | None = None
+    link: str
+    similarity: float
 
 
 class PassageView(_Model):
@@ -97,6 +109,11 @@ class Diagnosis(_Model):
     facts: dict[str, str] = Field(default={}, description="what the input or the user's answers settled")
     answers: dict[str, str] = Field(default={}, description="follow-up answers applied to this diagnosis")
     metrics: MetricsReport | None = None
+    similar: list[IncidentView] = Field(default=[], description="similar past incidents, most similar first")
+    out_of_domain: str | None = Field(
+        default=None, description="when declining: the kind of problem it is instead (environment, access, usage…)"
+    )
+    out_of_domain_evidence: list[Evidence] = Field(default=[], description="input lines that show it")
     notices: list[str] = Field(default=[], description="input handling the user should know (capped, redacted…)")
     warnings: list[str] = Field(default=[], description="stages that failed; the answer is built from the rest")
     explanation: str | None = Field(

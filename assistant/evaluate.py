@@ -23,6 +23,8 @@ class Case(BaseModel):
     text: str
     labels: list[str] = []
     lang: str | None = None
+    kind: str | None = None
+    source: str | None = None
 
 
 class ModeScore(BaseModel):
@@ -57,6 +59,11 @@ class Report(BaseModel):
     abstentions: int
     per_mode: list[ModeScore]
     by_lang: dict[str, dict[str, float]] = {}
+    by_kind: dict[str, dict[str, float]] = Field(
+        default={}, description="per kind (error / log / question / out-of-scope): cases, top-1, top-3, declined"
+    )
+    in_scope_declined: float = Field(default=0.0, description="in-scope cases answered 'no confident match'")
+    out_of_scope_declined: float = Field(default=0.0, description="out-of-scope cases correctly declined")
     misses: list[Miss] = []
 
 
@@ -82,15 +89,21 @@ def _ratio(a: int, b: int) -> float:
     return round(a / b, 4) if b else 0.0
 
 
-def evaluate(cases: Iterable[Case], predict: Predict, keep_misses: int = 50) -> Report:
-    """Run ``predict`` on every case and score it."""
+def evaluate(cases: Iterable[Case], predict: Predict, keep_misses: int = 50,
+             before_each: Callable[[Case], None] | None = None) -> Report:
+    """Run ``predict`` on every case and score it (``before_each(case)`` runs first, e.g. to leave
+    the case's own thread out of the case memory)."""
     cases = list(cases)
+    kinds: dict[str, list[int]] = {}  # cases, top1, top3, declined
+    in_scope_declined = 0
     in_scope = top1 = top3 = 0
     abstained_n = abstained_right = out_scope_abstained = decisions_right = 0
     per_mode: dict[str, list[int]] = {}
     by_lang: dict[str, list[int]] = {}
     misses: list[Miss] = []
     for i, case in enumerate(cases):
+        if before_each is not None:
+            before_each(case)
         ranked, abstained = predict(case.text)
         ranked = [] if abstained else list(ranked)
         labels = set(case.labels)
@@ -110,6 +123,13 @@ def evaluate(cases: Iterable[Case], predict: Predict, keep_misses: int = 50) -> 
                 s[0] += 1
                 s[1] += hit1
                 s[2] += hit3
+        krow = kinds.setdefault(case.kind or ("out-of-scope" if not scope else "?"), [0, 0, 0, 0])
+        krow[0] += 1
+        krow[1] += hit1 if scope else (1 if abstained else 0)
+        krow[2] += hit3 if scope else (1 if abstained else 0)
+        krow[3] += bool(abstained)
+        if scope and abstained:
+            in_scope_declined += 1
         if abstained:
             abstained_n += 1
             abstained_right += not scope
@@ -137,6 +157,10 @@ def evaluate(cases: Iterable[Case], predict: Predict, keep_misses: int = 50) -> 
         per_mode=[ModeScore(mode=m, cases=v[0], top1=v[1], top3=v[2]) for m, v in sorted(per_mode.items())],
         by_lang={k: {"in_scope": v[0], "top1": _ratio(v[1], v[0]), "abstention_accuracy": _ratio(v[3], v[2])}
                  for k, v in sorted(by_lang.items())},
+        by_kind={k: {"cases": v[0], "top1": _ratio(v[1], v[0]), "top3": _ratio(v[2], v[0]),
+                     "declined": _ratio(v[3], v[0])} for k, v in sorted(kinds.items())},
+        in_scope_declined=_ratio(in_scope_declined, in_scope),
+        out_of_scope_declined=_ratio(out_scope_abstained, out_scope),
         misses=misses,
     )
 

@@ -28,6 +28,10 @@ FEW_POINTS = 3  # ...or this much, if the jump is also large in relative terms (
 FEW_POINTS_RATIO = 1.5  # with little history a spike must exceed the median by 50 %
 SPIKE_Z = 6.0  # robust z-score (MAD units) above the rolling median
 EXPLOSION_RATIO = 10.0  # an order of magnitude above the rolling median
+GROWTH_BASE = 5  # first values of a grad-norm series: the baseline a steady rise is measured from
+GROWTH_RUN = 10  # a steady rise: of the last GROWTH_RUN steps ...
+GROWTH_RISES = 8  # ... at least this many went up ...
+GROWTH_RATIO = 10.0  # ... and the norm is this many times its starting level
 DROP_RATIO = 0.6  # recent median below 60 % of the earlier median
 RECENT = 5  # points that must stay low for a drop to count as sustained
 LOW_GPU_UTIL = 40.0  # percent
@@ -163,6 +167,9 @@ class _Series:
     last_value: float | None = None
     dropped: bool = False
     base: float | None = None
+    head: list = field(default_factory=list)  # first GROWTH_BASE finite values: the baseline a trend is measured from
+    trend: deque = field(default_factory=lambda: deque(maxlen=GROWTH_RUN + 1))
+    grew: bool = False
     early: list = field(default_factory=list)  # first SHORT_SERIES points (value, step, line, text) of rate series
 
 
@@ -338,6 +345,7 @@ class MetricsAnalyser:
                           f"the rolling median {med:g}")
 
     def _check_explosion(self, s: _Series, x: float, step: float | None, number: int) -> None:
+        self._check_growth(s, x, step, number)
         if len(s.window) < FEW_POINTS:
             return
         med = median(s.window)
@@ -349,6 +357,26 @@ class MetricsAnalyser:
             self._finding("grad-explosion", s.name, step, number, x, med,
                           f"gradient norm {x:g} at {self._where(step, s.points)} is {x / max(med, 1e-12):.0f}× "
                           f"its rolling median {med:g}")
+
+    def _check_growth(self, s: _Series, x: float, step: float | None, number: int) -> None:
+        """A steady rise (most of the last GROWTH_RUN steps up, GROWTH_RATIO× the run's first values).
+
+        The rolling-median check misses this: its window already holds the growth. The baseline here
+        is the series' first values, so a steady 5 %/step climb is found once it has compounded.
+        """
+        if len(s.head) < GROWTH_BASE:
+            s.head.append(x)
+        s.trend.append(x)
+        if s.grew or len(s.trend) <= GROWTH_RUN:
+            return
+        values = list(s.trend)
+        rises = sum(b > a for a, b in zip(values, values[1:]))
+        base = median(s.head)
+        if rises >= GROWTH_RISES and x >= GROWTH_RATIO * max(base, 1e-8) and x >= GROWTH_RATIO * values[0] / 2:
+            s.grew = True
+            self._finding("grad-explosion", s.name, step, number, x, base,
+                          f"gradient norm has risen in {rises} of the last {GROWTH_RUN} steps, to {x:g} at "
+                          f"{self._where(step, s.points)} from {base:g} at the start")
 
     def _check_drop(self, s: _Series, x: float, step: float | None, number: int, falling: bool) -> None:
         # ``window`` holds the earlier points; ``recent`` the last RECENT ones, which must all be low.

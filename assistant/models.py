@@ -48,6 +48,19 @@ class Candidate(_Model):
     evidence: list[Evidence] = []
     causes: list[RankedCause] = []
     route: Literal["rule", "metrics"]
+    root_of: list[str] = Field(default=[], description="evidenced modes this one causes (ranked below it)")
+    note: str | None = Field(default=None, description="why it is ranked as the root cause")
+    note_zh: str | None = None
+
+
+class OutsideHit(_Model):
+    """A line matching an out-of-domain signature (``kb/outside.yaml``): install, access, usage, quality."""
+
+    id: str
+    kind: str
+    strength: Strength
+    line: int = Field(ge=1)
+    text: str
 
 
 class FollowUp(_Model):
@@ -127,3 +140,5 @@ class Triage(_Model):
     routes: list[str] = []
     language: Literal["zh", "en"] = "en"
     input_lines: int = 0
+    outside: list[OutsideHit] = Field(default=[], description="out-of-domain signatures seen, first line first")
+    digest: str = Field(default="", description="the lines that matter (all of a short input), for similarity search")

@@ -8,17 +8,23 @@ from __future__ import annotations
 
 from assistant.evaluate import Predict
 
-SYSTEMS = ("full", "rules", "vector")
+SYSTEMS = ("full", "no-retrieval", "rules", "vector")
 
 
 def predictor(system: str, settings=None) -> Predict:
-    """The predictor for ``system`` ('full', 'rules' or 'vector')."""
+    """The predictor for ``system``: 'full', 'no-retrieval' (rules + case memory), 'rules' or 'vector'.
+
+    The full predictors have a ``before_each(case)`` attribute: it leaves the case's own thread
+    (its ``source``) out of the case memory, so a dev-split case is never matched with itself.
+    """
     if system == "rules":
         from assistant.evaluate import triage_predictor
 
         return triage_predictor()
     if system == "full":
         return _full(settings)
+    if system == "no-retrieval":
+        return _full(settings, retrieval="never")
     if system == "vector":
         return _vector(settings)
     from assistant.errors import InputError
@@ -26,10 +32,22 @@ def predictor(system: str, settings=None) -> Predict:
     raise InputError(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}")
 
 
-def _full(settings) -> Predict:
+class _LeaveOut:
+    """A case memory that leaves out the cases of one source thread."""
+
+    def __init__(self, memory) -> None:
+        self.memory = memory
+        self.source: str | None = None
+
+    def vote(self, text: str):
+        return self.memory.vote(text, exclude=self.source or None)
+
+
+def _full(settings, retrieval: str = "auto") -> Predict:
     from assistant.api import Assistant
 
-    assistant = Assistant(settings)
+    assistant = Assistant(settings, retrieval=retrieval)
+    memory = assistant.cases = _LeaveOut(assistant.cases)
 
     def predict(text: str) -> tuple[list[str], bool]:
         d = assistant.diagnose(text)
@@ -38,6 +56,11 @@ def _full(settings) -> Predict:
             ranked += [p.id for p in d.passages if p.id not in ranked]
         return ranked, d.abstained
 
+    def before_each(case) -> None:
+        memory.source = case.source
+
+    predict.before_each = before_each  # type: ignore[attr-defined]
+    predict.assistant = assistant  # type: ignore[attr-defined]
     return predict
 
 

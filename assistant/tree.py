@@ -135,19 +135,12 @@ class ModeTree(_M):
     ask: list[str] = []
 
 
-class Secondary(_M):
-    roots: list[str]
-    consequences: list[str]
-    factor: float = Field(gt=0, le=1)
-
-
 class TreeData(_M):
     """The whole ``kb/tree.yaml``."""
 
     likelihood_base: dict[str, float]
     facts: dict[str, Fact]
     modes: dict[str, ModeTree]
-    secondary: Secondary
 
     @model_validator(mode="after")
     def _consistent(self) -> TreeData:
@@ -170,9 +163,6 @@ class TreeData(_M):
             for fact in mt.ask:
                 if fact not in self.facts:
                     raise ValueError(f"{mode_id}: asks unknown fact {fact!r}")
-        for m in [*self.secondary.roots, *self.secondary.consequences]:
-            if m not in MODE_IDS:
-                raise ValueError(f"secondary: unknown mode {m!r}")
         return self
 
     def cause_ids(self) -> dict[str, list[str]]:

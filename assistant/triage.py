@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from assistant.causality import Causality, apply_links, load_causality
 from assistant.errors import InputError
 from assistant.metrics import METRIC_LINE_PATTERN, MetricsAnalyser
-from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, TracebackInfo, Triage
+from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, OutsideHit, TracebackInfo, Triage
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
+from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
 from assistant.tracebacks import KeptLine, extract
 from assistant.tree import (
@@ -59,6 +61,8 @@ METRIC_CONFIDENCE = {
 ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback
 MIN_CONFIDENCE = 0.3
 MAX_EVIDENCE = 8
+DIGEST_CHARS = 20000  # the lines that matter, for case memory and retrieval queries
+DIGEST_TAIL = 200
 
 
 @dataclass(frozen=True)
@@ -66,33 +70,47 @@ class _Engine:
     rules: tuple[Rule, ...]
     rules_by_id: dict[str, Rule]
     tree: TreeData
+    outside: dict[str, OutsideRule]
+    causality: Causality
     patterns: PatternSet
-    kinds: tuple[str, ...]  # per entry: "rule", "fact", "hint", "metric", "keep"
+    kinds: tuple[str, ...]  # per entry: "rule", "fact", "hint", "outside", "metric", "keep"
 
 
-@lru_cache(maxsize=2)
-def _engine(rules_dir: Path | None = None, tree_path: Path | None = None) -> _Engine:
-    rules = load_rules(rules_dir)
-    tree = load_tree(tree_path)
+def engine_for(kb_dir: Path | None = None) -> _Engine:
+    """The compiled rules, tree, out-of-domain signatures and causal links of a knowledge base directory."""
+    from assistant.config import KB_DIR
+
+    return _engine(Path(kb_dir or KB_DIR).resolve())
+
+
+@lru_cache(maxsize=4)
+def _engine(kb_dir: Path) -> _Engine:
+    rules = load_rules(kb_dir / "rules")
+    tree = load_tree(kb_dir / "tree.yaml")
+    outside = load_outside(kb_dir / "outside.yaml")
+    causality = load_causality(kb_dir / "causality.yaml")
     entries: list[Entry] = [
         *rule_entries(rules),
         *tree_entries(tree),
+        *outside_entries(outside),
         Entry("metric", METRIC_LINE_PATTERN, max_matches=0),
         Entry("keep", KEEP_PATTERN, case_sensitive=True, max_matches=0),
     ]
     kinds = tuple(e.tag.split(":", 1)[0] for e in entries)
-    return _Engine(rules, {r.id: r for r in rules}, tree, PatternSet(entries), kinds)
+    return _Engine(rules, {r.id: r for r in rules}, tree, {r.id: r for r in outside}, causality,
+                   PatternSet(entries), kinds)
 
 
 @dataclass
 class Scanner:
     """Streams chunks through cleanup and the one-pass pattern scan, keeping only bounded state."""
 
-    engine: _Engine = field(default_factory=_engine)
+    engine: _Engine = field(default_factory=engine_for)
     chunker: Chunker = field(default_factory=Chunker)
     metrics: MetricsAnalyser = field(default_factory=MetricsAnalyser)
     hits: dict[str, RuleHits] = field(default_factory=dict)
     signals: TextSignals = field(default_factory=TextSignals)
+    outside: dict[str, OutsideHit] = field(default_factory=dict)
     head: list[KeptLine] = field(default_factory=list)
     tail: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
     flagged: dict[int, KeptLine] = field(default_factory=dict)
@@ -151,6 +169,8 @@ class Scanner:
                 self._flag(number, text)
             elif kind == "rule":
                 self._rule_hit(tag[5:], number, text, decode(data[start:end]))
+            elif kind == "outside":
+                self._outside_hit(tag[8:], number, text)
             else:
                 self.signals.add(tag, number, text[:4000], self.engine.tree)
 
@@ -185,6 +205,15 @@ class Scanner:
         rank, _ = split_prefix(line)
         hits.add(RuleHit(number, display(text), match[:500], rank))
 
+    def _outside_hit(self, rule_id: str, number: int, text: str) -> None:
+        if rule_id in self.outside:
+            return
+        rule = self.engine.outside[rule_id]
+        line = text[:20000]
+        if rule.line_ok(line):
+            self.outside[rule_id] = OutsideHit(id=rule_id, kind=rule.kind, strength=rule.strength, line=number,
+                                               text=display(text))
+
     # -- after the pass ----------------------------------------------------------------------
     def kept_lines(self) -> list[KeptLine]:
         """Head, flagged and tail lines in input order (deduplicated)."""
@@ -206,7 +235,7 @@ def _kept_text(number: int, text: str) -> KeptLine:
 # ----------------------------------------------------------------------------------------------
 
 
-def triage(text: str | bytes, answers: dict[str, str] | None = None) -> Triage:
+def triage(text: str | bytes, answers: dict[str, str] | None = None, *, kb_dir: Path | None = None) -> Triage:
     """Diagnose one paste or log: ranked failure modes with evidence lines, causes and follow-ups.
 
     ``answers`` maps follow-up ids to the user's replies (an option such as ``"bf16"`` or free
@@ -218,10 +247,10 @@ def triage(text: str | bytes, answers: dict[str, str] | None = None) -> Triage:
         data = bytes(text)
     else:
         raise InputError(f"triage expects text or bytes, got {type(text).__name__}")
-    return triage_stream([data], answers)
+    return triage_stream([data], answers, kb_dir=kb_dir)
 
 
-def triage_file(path: str | Path, answers: dict[str, str] | None = None) -> Triage:
+def triage_file(path: str | Path, answers: dict[str, str] | None = None, *, kb_dir: Path | None = None) -> Triage:
     """Triage a log file, streamed in chunks (bounded memory for any size)."""
     path = Path(path)
     try:
@@ -233,14 +262,15 @@ def triage_file(path: str | Path, answers: dict[str, str] | None = None) -> Tria
     except PermissionError:
         raise InputError(f"permission denied reading {path}") from None
     with handle:
-        return triage_stream(iter(lambda: handle.read(READ_SIZE), b""), answers)
+        return triage_stream(iter(lambda: handle.read(READ_SIZE), b""), answers, kb_dir=kb_dir)
 
 
-def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None) -> Triage:
-    """Triage input given as an iterable of raw byte chunks."""
+def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None, *,
+                  kb_dir: Path | None = None) -> Triage:
+    """Triage input given as an iterable of raw byte chunks (``kb_dir``: another knowledge base)."""
     warnings: list[str] = []
     try:
-        engine = _engine()
+        engine = engine_for(kb_dir)
     except Exception as err:  # noqa: BLE001 — without rules nothing can be recognised; say so
         return Triage(abstained=True, warnings=[f"signature rules could not be loaded: {err}"])
     scanner = Scanner(engine=engine)
@@ -294,7 +324,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
     facts: dict[str, str] = {}
     follow: list[FollowUp] = []
     try:
-        facts, candidates, follow = _decide(engine.tree, scanner, candidates, boosts, metrics, tracebacks,
+        facts, candidates, follow = _decide(engine, scanner, candidates, boosts, metrics, tracebacks,
                                             answers or {})
     except Exception as err:  # noqa: BLE001
         warnings.append(f"decision-tree stage failed: {err}")
@@ -312,7 +342,25 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         routes=routes,
         language=language(stats),
         input_lines=stats.lines,
+        outside=sorted(scanner.outside.values(), key=lambda h: h.line),
+        digest=_digest(kept, stats.lines),
     )
+
+
+def _digest(kept: list[KeptLine], total: int) -> str:
+    """The input's text for similarity search: all of a short input; of a long log its start, its
+    error-looking lines and its end (the same for a file and for the same text pasted)."""
+    if len(kept) >= total:
+        lines = [k.body for k in kept]
+    else:
+        head = [k.body for k in kept[:40]]
+        rest = [k.body for k in kept[40:]]
+        lines = head + rest[-DIGEST_TAIL:]
+    text = "\n".join(lines)
+    if len(text) > DIGEST_CHARS:
+        half = DIGEST_CHARS // 2
+        text = text[:half] + "\n" + text[-half:]
+    return text
 
 
 def _candidates(
@@ -329,8 +377,8 @@ def _candidates(
         conf = rule.confidence
         if any(h.line in root_lines for h in kept):
             conf = min(0.99, conf + ROOT_EXCEPTION_BONUS)
-        slot = per_mode.setdefault(rule.failure_mode, {"confs": [], "evidence": [], "route": "rule", "boosts": {}})
-        slot["confs"].append(conf)
+        slot = per_mode.setdefault(rule.failure_mode, {"confs": {}, "evidence": [], "route": "rule", "boosts": {}})
+        slot["confs"][f"rule:{rule_id}"] = conf
         slot["route"] = "rule"
         for h in kept:
             slot["evidence"].append(
@@ -345,8 +393,8 @@ def _candidates(
     if metrics is not None:
         for f in metrics.findings:
             mode, conf, strength = METRIC_CONFIDENCE[f.kind]
-            slot = per_mode.setdefault(mode, {"confs": [], "evidence": [], "route": "metrics", "boosts": {}})
-            slot["confs"].append(conf)
+            slot = per_mode.setdefault(mode, {"confs": {}, "evidence": [], "route": "metrics", "boosts": {}})
+            slot["confs"][f"metric:{f.kind}"] = max(conf, slot["confs"].get(f"metric:{f.kind}", 0.0))
             rank, text = scanner.metrics.finding_lines.get(f.line, (None, ""))
             slot["evidence"].append(
                 Evidence(line=f.line, text=display(text), match=f"{f.series}={f.value:g}",
@@ -355,9 +403,10 @@ def _candidates(
     out: list[Candidate] = []
     boosts: dict[str, dict[str, tuple[float, Reason]]] = {}
     for mode, slot in per_mode.items():
-        # Distinct signals combine like independent evidence (noisy-OR); one signal keeps its own level.
+        # Distinct signals (each rule, each kind of metric finding, counted once however often it
+        # fires) combine like independent evidence (noisy-OR); one signal keeps its own level.
         miss = 1.0
-        for c in sorted(set(slot["confs"]), reverse=True)[:4]:
+        for c in sorted(slot["confs"].values(), reverse=True)[:4]:
             miss *= 1.0 - c
         confidence = min(0.99, 1.0 - miss)
         evidence = _pick_evidence(slot["evidence"])
@@ -384,7 +433,7 @@ def _pick_evidence(evidence: list[Evidence]) -> list[Evidence]:
 
 
 def _decide(
-    tree: TreeData,
+    engine: _Engine,
     scanner: Scanner,
     candidates: list[Candidate],
     boosts: dict[str, dict[str, tuple[float, Reason]]],
@@ -392,6 +441,7 @@ def _decide(
     tracebacks: list[TracebackInfo],
     answers: dict[str, str],
 ):
+    tree = engine.tree
     facts, reasons = facts_from_text(tree, scanner.signals)
     derived, derived_reasons = facts_from_analysis(metrics, tracebacks)
     for k, v in derived.items():  # analysis of the log beats loose text mentions
@@ -401,18 +451,13 @@ def _decide(
         if value is not None:
             facts[fid], reasons[fid] = value, Reason(f"you answered {reply!r}", f"你的回答是 {reply!r}")
 
-    modes = {c.failure_mode for c in candidates}
-    sec = tree.secondary
-    if modes & set(sec.roots):
-        root = sorted(modes & set(sec.roots))[0]
-        demoted = []
-        for c in candidates:
-            if c.failure_mode in sec.consequences:
-                c.confidence = round(c.confidence * sec.factor, 3)
-                demoted.append(c)
-        for c in demoted:
-            boosts.setdefault(c.failure_mode, {})["rank-crashed"] = (
-                0.2, Reason(f"a rank failed first ({root} evidenced)", f"有 rank 先出错了（已有 {root} 的证据）"))
+    for link, cause, effect in apply_links(engine.causality, candidates):
+        cause.root_of.append(effect.failure_mode)
+        if not cause.note:
+            cause.note, cause.note_zh = link.why, link.why_zh
+        if link.effect_cause:
+            boosts.setdefault(effect.failure_mode, {})[link.effect_cause] = (
+                0.2, Reason(f"{cause.failure_mode} evidenced: {link.why}", f"已有 {cause.failure_mode} 的证据：{link.why_zh}"))
 
     for c in candidates:
         c.causes = rank_causes(tree, c.failure_mode, facts, reasons, scanner.signals, boosts.get(c.failure_mode, {}))

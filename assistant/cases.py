@@ -1,0 +1,238 @@
+"""Case memory: past incidents (``kb/cases/*.jsonl``) that vote for failure modes by similarity.
+
+A case is a real report — the text as it was posted, its labels (``[]`` = not a training failure),
+the fix that worked and a link. After the rules, the most similar cases are looked up and vote:
+they propose modes when the rules are silent (machine output included, not only prose), re-rank
+when the rules are weak, and their votes for "out of scope" feed the out-of-domain decision.
+
+Similarity is lexical TF-IDF over identifiers, words and Chinese character bigrams, computed in
+pure Python (no model, no torch): the rule path stays light, and machine output — exception names,
+NCCL codes, tool names — is exactly what lexical overlap catches. Cases are also indexed for
+retrieval like every record (``ingest``), so questions find them through the embedding model too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import re2
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from assistant.errors import KnowledgeBaseError
+from kb.taxonomy import MODE_IDS
+
+K = 7  # neighbours that vote
+MIN_SIMILARITY = 0.12  # below this a case is not "similar" at all
+MAX_CHARS = 20000  # text compared with the cases (the start and end of longer input)
+
+# Identifiers (dotted names kept whole and split), words, numbers dropped; CJK runs as bigrams.
+_TOKEN = re2.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[\p{Han}]+")
+_HAN = re2.compile(r"^[\p{Han}]+$")
+_STOP = frozenset(
+    "the a an and or of to in on at for with is are was were be been it this that my i we you me our "
+    "when from by as but not no have has had do does did can could would should will just so if then "
+    "there here any some all get got use using used after before also very how what why which who "
+    "please help thanks thank hi hello issue problem error".split()
+)
+
+
+class CaseRecord(BaseModel):
+    """One past incident, in the labelled-case format (``tests/data/README.md``, ``LABELS.md``)."""
+
+    model_config = ConfigDict(extra="ignore")
+    id: str
+    text: str = Field(min_length=1)
+    labels: list[str] = Field(max_length=2)
+    kind: str = "error"
+    lang: str = "en"
+    source: str = ""
+    note: str = ""
+    fix: str = ""
+
+    @field_validator("labels")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        for m in v:
+            if m not in MODE_IDS:
+                raise ValueError(f"unknown failure mode {m!r}")
+        return v
+
+    @property
+    def link(self) -> str:
+        """A URL for the source (``owner/repo#N`` becomes a GitHub issue link)."""
+        s = self.source
+        if s.startswith("http"):
+            return s
+        if "#" in s and "/" in s.split("#", 1)[0]:
+            repo, num = s.split("#", 1)
+            return f"https://github.com/{repo}/issues/{num}"
+        return s
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A similar past incident."""
+
+    case: CaseRecord
+    similarity: float
+
+
+@dataclass(frozen=True)
+class CaseVotes:
+    """What the nearest cases say: per-mode vote in [0, 1], the out-of-scope vote, the neighbours."""
+
+    modes: dict[str, float]
+    out_of_scope: float
+    neighbours: tuple[Neighbour, ...]
+
+    @property
+    def best(self) -> tuple[str | None, float]:
+        if not self.modes:
+            return None, 0.0
+        mode = max(self.modes, key=lambda m: (self.modes[m], m))
+        return mode, self.modes[mode]
+
+
+EMPTY = CaseVotes({}, 0.0, ())
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-cased terms for similarity: identifiers and their parts, words, Chinese bigrams."""
+    out: list[str] = []
+    for tok in _TOKEN.findall(text):
+        if _HAN.match(tok):
+            if len(tok) == 1:
+                out.append(tok)
+            out.extend(tok[i:i + 2] for i in range(len(tok) - 1))
+            continue
+        low = tok.lower()
+        if "." in low:
+            out.append(low)
+            parts = low.split(".")
+        else:
+            parts = [low]
+        for p in parts:
+            if len(p) > 1 and p not in _STOP:
+                out.append(p)
+                if "_" in p:
+                    out.extend(q for q in p.split("_") if len(q) > 1 and q not in _STOP)
+    return out
+
+
+def _excerpt(text: str) -> str:
+    if len(text) <= MAX_CHARS:
+        return text
+    half = MAX_CHARS // 2
+    return text[:half] + "\n" + text[-half:]
+
+
+class CaseMemory:
+    """The loaded cases with a TF-IDF index; :meth:`vote` finds the nearest ones."""
+
+    def __init__(self, cases: Iterable[CaseRecord]) -> None:
+        self.cases: tuple[CaseRecord, ...] = tuple(cases)
+        docs = [Counter(tokens(c.text)) for c in self.cases]
+        df: Counter = Counter()
+        for d in docs:
+            df.update(d.keys())
+        n = max(len(docs), 1)
+        self._idf = {t: math.log((n + 1) / (f + 0.5)) for t, f in df.items()}
+        self._vectors = [self._vector(d) for d in docs]
+        self._postings: dict[str, list[int]] = {}
+        for i, v in enumerate(self._vectors):
+            for t in v:
+                self._postings.setdefault(t, []).append(i)
+
+    def __len__(self) -> int:
+        return len(self.cases)
+
+    def _vector(self, counts: Counter) -> dict[str, float]:
+        vec = {t: (1.0 + math.log(c)) * self._idf.get(t, 0.0) for t, c in counts.items()}
+        vec = {t: w for t, w in vec.items() if w > 0}
+        norm = math.sqrt(sum(w * w for w in vec.values())) or 1.0
+        return {t: w / norm for t, w in vec.items()}
+
+    def nearest(self, text: str, k: int = K, *, exclude: str | None = None) -> list[Neighbour]:
+        """The ``k`` most similar cases (cosine ≥ MIN_SIMILARITY), most similar first."""
+        if not self.cases:
+            return []
+        q = self._vector(Counter(tokens(_excerpt(text))))
+        scores: dict[int, float] = {}
+        for t, w in q.items():
+            for i in self._postings.get(t, ()):
+                scores[i] = scores.get(i, 0.0) + w * self._vectors[i][t]
+        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+        out = []
+        for i, s in ranked:
+            if s < MIN_SIMILARITY:
+                break
+            if exclude is not None and self.cases[i].source == exclude:
+                continue
+            out.append(Neighbour(self.cases[i], round(s, 4)))
+            if len(out) >= k:
+                break
+        return out
+
+    def vote(self, text: str, *, exclude: str | None = None) -> CaseVotes:
+        """Similarity-weighted votes of the nearest cases.
+
+        A mode's vote is the share of the neighbours' similarity that carries it (a second label
+        counts half), scaled by how similar the closest carrier is — ten weak neighbours never add
+        up to one close match. ``exclude`` leaves out cases from one source (leave-one-out scoring).
+        """
+        neighbours = self.nearest(text, exclude=exclude)
+        if not neighbours:
+            return EMPTY
+        total = sum(n.similarity for n in neighbours)
+        weight: dict[str, float] = {}
+        closest: dict[str, float] = {}
+        oos = 0.0
+        oos_closest = 0.0
+        for n in neighbours:
+            if not n.case.labels:
+                oos += n.similarity
+                oos_closest = max(oos_closest, n.similarity)
+                continue
+            for j, mode in enumerate(n.case.labels):
+                weight[mode] = weight.get(mode, 0.0) + n.similarity * (1.0 if j == 0 else 0.5)
+                closest[mode] = max(closest.get(mode, 0.0), n.similarity)
+        modes = {m: round(_strength(w / total, closest[m]), 4) for m, w in weight.items()}
+        return CaseVotes(modes, round(_strength(oos / total, oos_closest), 4) if oos else 0.0, tuple(neighbours))
+
+
+def _strength(share: float, closest: float) -> float:
+    """Vote in [0, 1]: the share of similarity, damped when even the closest case is only loosely similar."""
+    return share * min(1.0, closest / 0.45)
+
+
+def load_cases(cases_dir: Path) -> list[CaseRecord]:
+    """Every ``*.jsonl`` file under ``cases_dir``; a bad line is a :class:`KnowledgeBaseError` with file and line."""
+    out: list[CaseRecord] = []
+    if not cases_dir.is_dir():
+        return out
+    seen: set[str] = set()
+    for path in sorted(cases_dir.glob("*.jsonl")):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                case = CaseRecord.model_validate(json.loads(line))
+            except (json.JSONDecodeError, ValidationError) as err:
+                raise KnowledgeBaseError(f"{path.name}:{n}: not a valid case: {err}") from None
+            if case.id in seen:
+                raise KnowledgeBaseError(f"{path.name}:{n}: duplicate case id {case.id!r}")
+            seen.add(case.id)
+            out.append(case)
+    return out
+
+
+@lru_cache(maxsize=4)
+def case_memory(cases_dir: Path) -> CaseMemory:
+    """The case memory of a knowledge base directory (``<kb>/cases``), loaded once per process."""
+    return CaseMemory(load_cases(Path(cases_dir)))

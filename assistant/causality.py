@@ -1,0 +1,110 @@
+"""Root cause before symptom (``kb/causality.yaml``): order causally linked candidates.
+
+Among evidenced failure modes, a link says which one causes the other. The cause is ranked first
+(its confidence raised to the effect's) and the effect is kept as an alternative with its
+confidence scaled down. ``order: earlier`` needs the cause's first evidence on an earlier line.
+Also names the first failing rank when the root cause was seen on one rank before the others.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from assistant.errors import KnowledgeBaseError
+from assistant.models import Candidate
+from kb.taxonomy import MODE_IDS
+from kb.yamlio import load_yaml
+
+
+class Link(BaseModel):
+    """``causes`` explain ``effects`` when both are evidenced."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    causes: list[str] = Field(min_length=1)
+    effects: list[str] = Field(min_length=1)
+    order: Literal["earlier", "any"]
+    factor: float = Field(gt=0, le=1)
+    why: str
+    why_zh: str
+    effect_cause: str | None = Field(default=None, description="cause id of the effect's mode to raise (e.g. rank-crashed)")
+
+    @field_validator("causes", "effects")
+    @classmethod
+    def _modes(cls, v: list[str]) -> list[str]:
+        for m in v:
+            if m not in MODE_IDS:
+                raise ValueError(f"unknown failure mode {m!r}")
+        return v
+
+
+class Example(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    expect: list[str] = Field(min_length=1)
+
+
+class Causality(BaseModel):
+    """The whole ``kb/causality.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+    links: list[Link]
+    examples: list[Example] = Field(min_length=1)
+
+
+def load_causality(path: Path | None = None) -> Causality:
+    """Load ``kb/causality.yaml`` (or ``path``); :class:`KnowledgeBaseError` names what is wrong."""
+    if path is None:
+        from assistant.config import KB_DIR
+
+        path = KB_DIR / "causality.yaml"
+    return _load(Path(path))
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path) -> Causality:
+    if not path.is_file():
+        return Causality(links=[], examples=[Example(text="", expect=["nan-loss"])])
+    try:
+        return Causality.model_validate(load_yaml(path))
+    except (ValidationError, yaml.YAMLError) as err:
+        raise KnowledgeBaseError(f"{path.name}: invalid causality file: {err}") from None
+
+
+def _first_line(c: Candidate) -> int:
+    return min((e.line for e in c.evidence), default=10**12)
+
+
+def apply_links(causality: Causality, candidates: list[Candidate]) -> list[tuple[Link, Candidate, Candidate]]:
+    """Re-weight ``candidates`` in place by the links; returns the (link, cause, effect) triples applied."""
+    by_mode = {c.failure_mode: c for c in candidates}
+    applied: list[tuple[Link, Candidate, Candidate]] = []
+    for link in causality.links:
+        for cause_id in link.causes:
+            cause = by_mode.get(cause_id)
+            if cause is None:
+                continue
+            for effect_id in link.effects:
+                effect = by_mode.get(effect_id)
+                if effect is None or effect is cause:
+                    continue
+                if link.order == "earlier" and not _first_line(cause) < _first_line(effect):
+                    continue
+                top = max(cause.confidence, effect.confidence)
+                cause.confidence = round(min(0.99, top + 0.01), 3)
+                effect.confidence = round(min(effect.confidence, top) * link.factor, 3)
+                applied.append((link, cause, effect))
+    return applied
+
+
+def first_failing_rank(candidate: Candidate) -> str | None:
+    """The rank whose evidence comes first, when the evidence spans several ranks."""
+    ranked = [e for e in candidate.evidence if e.rank is not None]
+    if not ranked:
+        return None
+    return min(ranked, key=lambda e: e.line).rank

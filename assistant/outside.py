@@ -1,0 +1,92 @@
+"""Out-of-domain signatures (``kb/outside.yaml``): problems that are *not* training failures.
+
+Environment and installation trouble, access and configuration errors, using or serving a trained
+model, training quality: an on-call engineer recognises these at a glance and says "not a training
+failure — it is an install problem". They are data like the signature rules (RE2 patterns, inline
+``match`` / ``no_match`` examples that the tests run) and are scanned in the same pass. Whether the
+answer declines is decided with the in-domain evidence (``assistant.ranking``): a strong training
+signature on another line still wins.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from assistant.errors import KnowledgeBaseError
+from assistant.signatures import Entry, Examples, Strength, _check_re2, _compiled
+from kb.yamlio import load_yaml
+
+OutsideKind = Literal["environment", "access", "configuration", "usage", "quality", "other-software"]
+
+
+class OutsideRule(BaseModel):
+    """A signature of an out-of-domain problem."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[a-z0-9-]+\.[a-z0-9-]+$")
+    kind: OutsideKind
+    description: str
+    strength: Strength
+    patterns: list[str] = Field(min_length=1)
+    unless: list[str] = []
+    examples: Examples
+
+    @field_validator("patterns", "unless")
+    @classmethod
+    def _re2(cls, v: list[str]) -> list[str]:
+        return [_check_re2(p, False) for p in v]
+
+    @model_validator(mode="after")
+    def _prefix(self) -> OutsideRule:
+        if not self.id.startswith(self.kind + "."):
+            raise ValueError(f"id {self.id!r} must start with its kind {self.kind!r}.")
+        return self
+
+    def line_ok(self, line: str) -> bool:
+        return not any(_compiled(p, False).search(line) for p in self.unless)
+
+    def fires_on(self, text: str) -> bool:
+        """Whether any line of ``text`` matches (RE2, line by line): what the inline examples check."""
+        for line in text.split("\n"):
+            if any(_compiled(p, False).search(line) for p in self.patterns) and self.line_ok(line):
+                return True
+        return False
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rules: list[OutsideRule]
+
+
+def load_outside(path: Path | None = None) -> tuple[OutsideRule, ...]:
+    """Load ``kb/outside.yaml`` (or ``path``); a missing file means no out-of-domain signatures."""
+    if path is None:
+        from assistant.config import KB_DIR
+
+        path = KB_DIR / "outside.yaml"
+    return _load(Path(path))
+
+
+@lru_cache(maxsize=4)
+def _load(path: Path) -> tuple[OutsideRule, ...]:
+    if not path.is_file():
+        return ()
+    try:
+        data = _File.model_validate(load_yaml(path))
+    except (ValidationError, yaml.YAMLError) as err:
+        raise KnowledgeBaseError(f"{path.name}: invalid out-of-domain rules: {err}") from None
+    ids = [r.id for r in data.rules]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise KnowledgeBaseError(f"{path.name}: duplicate ids {sorted(dup)}")
+    return tuple(data.rules)
+
+
+def outside_entries(rules: tuple[OutsideRule, ...]) -> list[Entry]:
+    """Scanner entries tagged ``outside:<id>``."""
+    return [Entry(f"outside:{r.id}", p) for r in rules for p in r.patterns]

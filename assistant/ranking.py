@@ -1,0 +1,202 @@
+"""Ranking and the decline decision: every stage's votes → up to three candidates, or "not a training failure".
+
+Signals per failure mode, combined like independent evidence (noisy-OR):
+
+* the rule-first triage (signature rules, metric findings, root-cause links) — its confidence;
+* case memory — the similarity-weighted vote of the nearest past incidents, scaled by ``W_CASE``;
+* retrieval — the knowledge-base sections found for the words (``W_RETRIEVAL`` for prose, less for
+  pasted machine output, where lexical/vector agreement is a weaker sign).
+
+Out of domain is its own decision: out-of-domain signatures (``kb/outside.yaml``) and the votes of
+past incidents that were not training failures, weighed against the in-domain score. The raw score
+is mapped to a probability of being right by the calibration fitted on the dev split
+(``kb/calibration.yaml``, ``trainfix calibrate``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from assistant.cases import CaseVotes
+from assistant.errors import KnowledgeBaseError
+from assistant.models import Triage
+from kb.yamlio import load_yaml
+
+W_CASE = 0.7
+W_RETRIEVAL_PROSE = 0.55
+W_RETRIEVAL_MACHINE = 0.25
+FLOOR = 0.3  # the best in-domain raw score must reach this, or nothing confidently matches
+ALTERNATIVE_FLOOR = 0.08  # further candidates are listed from this raw score on
+MAX_CANDIDATES = 3
+STRONG = 0.85  # a triage confidence this high is a strong signature: out-of-domain hints do not override it
+OUTSIDE_CONFIDENCE = {"strong": 0.85, "medium": 0.6, "weak": 0.35}
+
+
+@dataclass
+class Ranked:
+    """One failure mode with its combined raw score and what each stage contributed."""
+
+    mode: str
+    raw: float
+    signals: dict[str, float] = field(default_factory=dict)  # "triage" / "cases" / "retrieval" -> its score
+
+    @property
+    def route(self) -> str:
+        """The stage that contributed most: rule/metrics (via triage), cases or retrieval."""
+        return max(self.signals, key=lambda k: (self.signals[k], k == "triage"))
+
+
+@dataclass
+class Ranking:
+    """Ranked candidates (best first) and the decline decision."""
+
+    ranked: list[Ranked]
+    declined: bool
+    outside: float = 0.0
+    outside_kind: str | None = None
+
+    @property
+    def top(self) -> Ranked | None:
+        return self.ranked[0] if self.ranked else None
+
+
+def _noisy_or(*scores: float) -> float:
+    miss = 1.0
+    for s in scores:
+        miss *= 1.0 - max(0.0, min(1.0, s))
+    return 1.0 - miss
+
+
+def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = None, *,
+         prose: bool = False) -> Ranking:
+    """Combine the triage, case votes and retrieval votes; decide whether to decline."""
+    retrieval = retrieval or {}
+    w_ret = W_RETRIEVAL_PROSE if prose else W_RETRIEVAL_MACHINE
+    triage_conf = {c.failure_mode: c.confidence for c in result.candidates}
+    modes = set(triage_conf) | set(votes.modes) | set(retrieval)
+    ranked: list[Ranked] = []
+    for mode in modes:
+        signals = {}
+        if mode in triage_conf:
+            signals["triage"] = triage_conf[mode]
+        if mode in votes.modes:
+            signals["cases"] = W_CASE * votes.modes[mode]
+        if mode in retrieval:
+            signals["retrieval"] = w_ret * retrieval[mode]
+        ranked.append(Ranked(mode, round(_noisy_or(*signals.values()), 4), signals))
+    ranked.sort(key=lambda r: (-r.raw, -r.signals.get("triage", 0.0), r.mode))
+    _keep_root_causes_first(result, ranked)
+
+    outside, kind = 0.0, None
+    for hit in result.outside:
+        conf = OUTSIDE_CONFIDENCE[hit.strength]
+        if conf > outside:
+            outside, kind = conf, hit.kind
+    outside = _noisy_or(outside, W_CASE * votes.out_of_scope)
+
+    top = ranked[0] if ranked else None
+    strong = bool(top) and top.signals.get("triage", 0.0) >= STRONG
+    declined = top is None or top.raw < FLOOR or (not strong and outside >= top.raw)
+    kept = [] if declined else [r for r in ranked if r.raw >= ALTERNATIVE_FLOOR][:MAX_CANDIDATES]
+    return Ranking(kept, declined, round(outside, 4), kind if outside > 0 else None)
+
+
+def _keep_root_causes_first(result: Triage, ranked: list[Ranked]) -> None:
+    """A mode the triage named as the root cause of another stays above it, whatever the votes say."""
+    position = {r.mode: i for i, r in enumerate(ranked)}
+    for cand in result.candidates:
+        for effect in cand.root_of:
+            i, j = position.get(cand.failure_mode), position.get(effect)
+            if i is None or j is None or i < j:
+                continue
+            cause, eff = ranked[i], ranked[j]
+            cause.raw = max(cause.raw, round(eff.raw + 0.001, 4))
+            ranked.sort(key=lambda r: (-r.raw, -r.signals.get("triage", 0.0), r.mode))
+            position = {r.mode: k for k, r in enumerate(ranked)}
+
+
+# -- calibration ---------------------------------------------------------------------------------
+
+
+class Calibration(BaseModel):
+    """``P(right) = 1 / (1 + exp(-(a * raw + b)))``, fitted on the dev split's top candidates."""
+
+    model_config = ConfigDict(extra="forbid")
+    a: float
+    b: float
+    fitted_on: str = ""
+    cases: int = Field(default=0, ge=0)
+    ece_before: float | None = None
+    ece_after: float | None = None
+
+    def __call__(self, raw: float) -> float:
+        return round(1.0 / (1.0 + math.exp(-(self.a * raw + self.b))), 3)
+
+
+IDENTITY = None
+
+
+def load_calibration(path: Path | None) -> Calibration | None:
+    """The fitted calibration in ``path`` (``kb/calibration.yaml``), or None when there is none yet."""
+    if path is None:
+        return None
+    return _load_calibration(Path(path))
+
+
+@lru_cache(maxsize=4)
+def _load_calibration(path: Path) -> Calibration | None:
+    if not path.is_file():
+        return None
+    try:
+        return Calibration.model_validate(load_yaml(path))
+    except (ValidationError, yaml.YAMLError) as err:
+        raise KnowledgeBaseError(f"{path.name}: invalid calibration: {err}") from None
+
+
+def fit_calibration(points: list[tuple[float, bool]], *, steps: int = 4000, lr: float = 0.5) -> tuple[float, float]:
+    """Logistic fit (a, b) of correctness on the raw score, by gradient descent (a handful of points)."""
+    a, b = 4.0, -2.0
+    n = max(len(points), 1)
+    for _ in range(steps):
+        ga = gb = 0.0
+        for x, y in points:
+            p = 1.0 / (1.0 + math.exp(-(a * x + b)))
+            ga += (p - y) * x
+            gb += p - y
+        a -= lr * ga / n
+        b -= lr * gb / n
+    return round(a, 4), round(b, 4)
+
+
+def expected_calibration_error(points: list[tuple[float, bool]], bins: int = 10) -> float:
+    """ECE: the confidence-weighted gap between stated confidence and accuracy, over equal-width bins."""
+    if not points:
+        return 0.0
+    total = 0.0
+    for k in range(bins):
+        lo, hi = k / bins, (k + 1) / bins
+        group = [(p, y) for p, y in points if lo <= p < hi or (k == bins - 1 and p == 1.0)]
+        if group:
+            conf = sum(p for p, _ in group) / len(group)
+            acc = sum(y for _, y in group) / len(group)
+            total += len(group) / len(points) * abs(conf - acc)
+    return round(total, 4)
+
+
+def reliability(points: list[tuple[float, bool]], bins: int = 5) -> list[dict]:
+    """The calibration curve: per confidence bin, how many, mean confidence, accuracy."""
+    out = []
+    for k in range(bins):
+        lo, hi = k / bins, (k + 1) / bins
+        group = [(p, y) for p, y in points if lo <= p < hi or (k == bins - 1 and p == 1.0)]
+        if group:
+            out.append({"bin": f"{lo:.1f}-{hi:.1f}", "cases": len(group),
+                        "confidence": round(sum(p for p, _ in group) / len(group), 3),
+                        "accuracy": round(sum(y for _, y in group) / len(group), 3)})
+    return out
