@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -10,10 +11,12 @@ from typing import Annotated, Literal
 import typer
 
 from app.commands_triage import parse_answers
-from assistant.errors import InputError
+from assistant.errors import InputError, TrainfixError
 
 TESTS_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-DEFAULT_CASES = [TESTS_DATA / "triage_cases.jsonl", TESTS_DATA / "retrieval_queries.jsonl"]
+DEV_CASES = TESTS_DATA / "realworld" / "dev.jsonl"
+DEFAULT_CASES = [TESTS_DATA / "realworld" / "test.jsonl", TESTS_DATA / "triage_cases.jsonl",
+                 TESTS_DATA / "retrieval_queries.jsonl"]
 Retrieval = Literal["auto", "always", "never"]
 
 
@@ -164,9 +167,54 @@ def eval_command(
         typer.echo("")
 
 
+def calibrate_command(
+    cases: Annotated[list[Path], typer.Option("--cases", help="labelled dev cases (never the test split)")] = [],  # noqa: B006
+    system: Annotated[str, typer.Option(help="full | no-retrieval")] = "full",
+    write: Annotated[bool, typer.Option("--write/--dry-run", help="write kb/calibration.yaml")] = True,
+) -> None:
+    """Fit the confidence calibration on labelled dev cases and report the calibration curve and ECE."""
+    import yaml
+
+    from assistant.config import Settings
+    from assistant.evaluate import load_cases
+    from assistant.ranking import expected_calibration_error, fit_calibration, reliability
+    from assistant.scoring import predictor
+
+    settings = Settings()
+    paths = cases or [DEV_CASES]
+    if any("test" in Path(p).name for p in paths):
+        raise TrainfixError("calibration is fitted on dev cases only; the test split is never tuned on")
+    predict = predictor(system, settings)
+    assistant = predict.assistant
+    assistant.calibration = None  # fit on the raw scores
+    points: list[tuple[float, bool]] = []
+    for path in paths:
+        for case in load_cases(path):
+            predict.before_each(case)
+            d = assistant.diagnose(case.text)
+            if d.candidates:
+                points.append((d.candidates[0].score, d.candidates[0].failure_mode in case.labels))
+    a, b = fit_calibration(points)
+    fitted = [(1 / (1 + math.exp(-(a * x + b))), y) for x, y in points]
+    before, after = expected_calibration_error(points), expected_calibration_error(fitted)
+    typer.echo(f"{len(points)} answered cases; fit P(right) = 1/(1+exp(-({a:.3f}*score + {b:.3f})))")
+    typer.echo(f"ECE before {before:.3f}  after {after:.3f}")
+    typer.echo(f"{'bin':10} {'cases':>5} {'confidence':>10} {'accuracy':>8}")
+    for row in reliability(fitted):
+        typer.echo(f"{row['bin']:10} {row['cases']:5d} {row['confidence']:10.3f} {row['accuracy']:8.3f}")
+    if write:
+        out = settings.kb_dir / "calibration.yaml"
+        data = {"a": a, "b": b, "fitted_on": ", ".join(Path(p).name for p in paths) + f" ({system})",
+                "cases": len(points), "ece_before": before, "ece_after": after}
+        out.write_text("# Written by `trainfix calibrate` (dev split, leave-own-thread-out). Do not edit by hand.\n"
+                       + yaml.safe_dump(data, sort_keys=True), encoding="utf-8")
+        typer.echo(f"wrote {out}")
+
+
 def register(app: typer.Typer) -> None:
     """Add ``diagnose``, ``ask``, ``chat`` and ``eval`` to the trainfix CLI."""
     app.command("diagnose")(diagnose_command)
     app.command("ask")(ask_command)
     app.command("chat")(chat_command)
     app.command("eval")(eval_command)
+    app.command("calibrate")(calibrate_command)

@@ -13,7 +13,7 @@ from assistant.compose import compose
 from assistant.config import Settings
 from assistant.diagnosis import Diagnosis, Lang
 from assistant.errors import InputError, TrainfixError
-from assistant.intent import is_prose, looks_like_question
+from assistant.intent import is_prose, looks_like_question, prose_share, reads_as_answer
 from assistant.knowledge import Knowledge
 from assistant.models import Triage
 from assistant.normalise import text_language
@@ -23,6 +23,7 @@ from assistant.triage import triage, triage_file
 RetrievalUse = Literal["auto", "always", "never"]
 CONFIDENT = 0.5  # below this top rule confidence, retrieval is consulted too
 SEARCH_K = 5
+WORDY_SHARE = 0.6  # a post whose lines are mostly words is searched like a question
 
 
 class Exchange(BaseModel):
@@ -74,15 +75,16 @@ class Assistant:
         """Continue a conversation.
 
         A reply to the last answer's follow-up question ("it's bf16 already", "就是bf16") re-runs
-        that diagnosis with the answer applied, instead of starting over; anything else — a new
+        that diagnosis with the answer applied, instead of starting over. Only a short reply in
+        words counts as an answer (:func:`assistant.intent.reads_as_answer`); anything else — a new
         paste or a question — is diagnosed on its own.
         """
         from assistant.tree import parse_answer
 
-        if history:
+        if history and reads_as_answer(message):
             last = history[-1].diagnosis
             for fu in last.follow_up:
-                value = parse_answer(fu.id, message)
+                value = parse_answer(fu.id, message, self._engine().tree)
                 if value is None:
                     continue
                 origin = _origin(history)
@@ -106,15 +108,17 @@ class Assistant:
         text = result.digest  # all of a short input; the lines that matter of a long log (file or paste alike)
         prose = is_prose(text, result)
         question = prose and looks_like_question(text)
+        # A long post in words (title, paragraphs, a short snippet) is searched like prose too.
+        wordy = prose or prose_share(text) >= WORDY_SHARE
         warnings: list[str] = []
         votes = self._votes(text, warnings)
-        preliminary = rank(result, votes, prose=prose)
+        preliminary = rank(result, votes, prose=wordy, short=prose)
         hits: list = []
         top = preliminary.top.raw if preliminary.top else 0.0
-        if self.retrieval == "always" or (self.retrieval == "auto" and (prose or preliminary.declined or top < CONFIDENT)):
-            hits, more = self._search(self._query(text, result, prose))
+        if self.retrieval == "always" or (self.retrieval == "auto" and (wordy or preliminary.declined or top < CONFIDENT)):
+            hits, more = self._search(self._query(text, result, prose, wordy))
             warnings += more
-        ranking = rank(result, votes, retrieval_votes(hits), prose=prose) if hits else preliminary
+        ranking = rank(result, votes, retrieval_votes(hits), prose=wordy, short=prose) if hits else preliminary
         passage = confident_hit(hits) if prose and not ranking.ranked else None
         diagnosis = compose(
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,
@@ -168,17 +172,20 @@ class Assistant:
             return [], [f"retrieval unavailable: {err}"]
 
     @staticmethod
-    def _query(text: str, result, prose: bool) -> str:
+    def _query(text: str, result, prose: bool, wordy: bool = False) -> str:
         """What to search for: the words themselves, or the lines that matter in a paste."""
         if prose:
             return text.strip()
         parts: list[str] = []
+        if wordy:  # a long post: its opening words (title, first paragraph) say what it is about
+            words = [ln.strip() for ln in text.splitlines() if ln.strip() and prose_share(ln) == 1.0]
+            parts.append(" ".join(words)[:800])
         for tb in result.tracebacks[-2:]:
             if tb.exc_type or tb.message:
                 parts.append(f"{tb.exc_type or ''}: {tb.message or ''}")
         for cand in result.candidates[:2]:
             parts.extend(ev.text for ev in cand.evidence[:3])
-        if not parts:  # nothing recognised: search with the tail of the paste
+        if len(parts) <= int(wordy):  # nothing recognised: search with the tail of the paste
             lines = [ln for ln in text.strip().splitlines() if ln.strip()]
             parts = lines[-6:]
         return "\n".join(parts)[:2000]

@@ -161,6 +161,7 @@ def compose(
         confidence = calibration(r.raw) if calibration is not None else r.raw
         view = candidate_view(record, causes, lang, cites, confidence=min(confidence, 0.99), route=route,
                               evidence=evidence)
+        view.score = round(min(r.raw, 1.0), 4)
         if cand is not None and cand.note:
             view.note = _root_note(cand, lang)
         views.append(view)

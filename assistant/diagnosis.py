@@ -55,8 +55,9 @@ class CandidateView(_Model):
     failure_mode: str = Field(description="one of the 15 taxonomy ids")
     category: str
     title: str
-    confidence: float = Field(ge=0.0, le=1.0)
-    route: Route = Field(description="what recognised it: signature rules, metric analysis or retrieval")
+    confidence: float = Field(ge=0.0, le=1.0, description="calibrated: the chance this candidate is right")
+    score: float = Field(default=0.0, ge=0.0, le=1.0, description="combined score before calibration")
+    route: Route = Field(description="what recognised it: signature rules, metric analysis, similar cases or retrieval")
     evidence: list[Evidence] = Field(default=[], description="input lines that prove it (line numbers into the input)")
     symptoms: list[str] = []
     causes: list[CauseView] = []

@@ -25,6 +25,8 @@ _MACHINE = re2.compile(
 )
 MAX_PROSE_CHARS = 400
 MAX_PROSE_LINES = 4
+MAX_ANSWER_CHARS = 160  # a reply to a follow-up question is short: "it's bf16 already", "就是bf16"
+MAX_ANSWER_LINES = 2
 
 
 def is_question(text: str, result: Triage | None = None) -> bool:
@@ -48,3 +50,30 @@ def is_prose(text: str, result: Triage | None = None) -> bool:
     if result is not None and (result.tracebacks or (result.metrics and result.metrics.series)):
         return False
     return not any(_MACHINE.search(line) for line in lines)
+
+
+def reads_as_answer(text: str) -> bool:
+    """True when a chat reply reads as an answer to a follow-up question, not a new paste or question.
+
+    Short, in words (no machine output such as an exception line), and not itself a question —
+    "it's bf16 already" is an answer; a pasted ``JSONDecodeError`` or "显存不够怎么办" starts over.
+    """
+    stripped = text.strip()
+    if not stripped or len(stripped) > MAX_ANSWER_CHARS:
+        return False
+    lines = [line for line in stripped.splitlines() if line.strip()]
+    if len(lines) > MAX_ANSWER_LINES or any(_MACHINE.search(line) for line in lines):
+        return False
+    return not looks_like_question(stripped)
+
+
+def prose_share(text: str, max_lines: int = 200) -> float:
+    """Share of the (first ``max_lines``) non-empty lines that are words rather than machine output.
+
+    A real question is often a long post — a title, a few paragraphs and a short snippet — which
+    :func:`is_prose` (short messages only) rejects; this tells such a post from a pasted log.
+    """
+    lines = [line for line in text.splitlines() if line.strip()][:max_lines]
+    if not lines:
+        return 0.0
+    return sum(1 for line in lines if not _MACHINE.search(line)) / len(lines)

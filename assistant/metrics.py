@@ -372,7 +372,7 @@ class MetricsAnalyser:
         values = list(s.trend)
         rises = sum(b > a for a, b in zip(values, values[1:]))
         base = median(s.head)
-        if rises >= GROWTH_RISES and x >= GROWTH_RATIO * max(base, 1e-8) and x >= GROWTH_RATIO * values[0] / 2:
+        if rises >= GROWTH_RISES and x >= GROWTH_RATIO * max(base, 1e-8):
             s.grew = True
             self._finding("grad-explosion", s.name, step, number, x, base,
                           f"gradient norm has risen in {rises} of the last {GROWTH_RUN} steps, to {x:g} at "

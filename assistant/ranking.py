@@ -74,11 +74,20 @@ def _noisy_or(*scores: float) -> float:
 
 
 def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = None, *,
-         prose: bool = False) -> Ranking:
-    """Combine the triage, case votes and retrieval votes; decide whether to decline."""
+         prose: bool = False, short: bool = False) -> Ranking:
+    """Combine the triage, case votes and retrieval votes; decide whether to decline.
+
+    ``prose``: the text is words (a question, a post), so retrieval counts at the prose weight.
+    ``short``: a short message in words, where retrieval alone may propose a mode; for anything
+    longer it only corroborates modes the rules or the cases found (measured on the dev split and
+    the team's set: retrieval alone on long posts named a mode for out-of-scope posts as often as
+    for real failures).
+    """
     retrieval = retrieval or {}
     w_ret = W_RETRIEVAL_PROSE if prose else W_RETRIEVAL_MACHINE
     triage_conf = {c.failure_mode: c.confidence for c in result.candidates}
+    if not short:
+        retrieval = {m: v for m, v in retrieval.items() if m in triage_conf or m in votes.modes}
     modes = set(triage_conf) | set(votes.modes) | set(retrieval)
     ranked: list[Ranked] = []
     for mode in modes:
