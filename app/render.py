@@ -42,6 +42,8 @@ LABELS = {
                      "failing training run.",
             "quality": "This is about the quality of a trained model, not a failing training run; trainfix "
                        "diagnoses runs that break.",
+            "how-to": "This is a question about how to set up or tune training, not a failing run; the nearest "
+                      "sections of the knowledge base are below.",
             "other-software": "This error comes from software unrelated to training.",
         },
     },
@@ -69,6 +71,7 @@ LABELS = {
             "configuration": "这看起来是配置或脚本问题（库不认识的参数、缺少模板等），不是训练故障。",
             "usage": "这是关于使用训练好的模型（合并、部署、转换、推理速度），不是训练运行出错。",
             "quality": "这是关于训练后模型效果的问题，不是训练运行出错；trainfix 诊断的是跑挂了的训练。",
+            "how-to": "这是关于如何配置或调参的问题，不是训练运行出错；下面列出知识库中最接近的章节。",
             "other-software": "这个报错来自与训练无关的软件。",
         },
     },

@@ -33,6 +33,9 @@ class Link(BaseModel):
     why: str
     why_zh: str
     effect_cause: str | None = Field(default=None, description="cause id of the effect's mode to raise (e.g. rank-crashed)")
+    cause_evidence: list[str] = Field(
+        default=[], description="only the cause's evidence from these sources counts (prefixes: 'metric:', 'rule:<id>')"
+    )
 
     @field_validator("causes", "effects")
     @classmethod
@@ -76,25 +79,30 @@ def _load(path: Path) -> Causality:
         raise KnowledgeBaseError(f"{path.name}: invalid causality file: {err}") from None
 
 
-def _first_line(c: Candidate) -> int:
-    return min((e.line for e in c.evidence), default=10**12)
+def _first_line(c: Candidate, sources: list[str] | None = None) -> int:
+    return min((e.line for e in c.evidence if not sources or e.source.startswith(tuple(sources))), default=10**12)
 
 
 def apply_links(causality: Causality, candidates: list[Candidate]) -> list[tuple[Link, Candidate, Candidate]]:
     """Re-weight ``candidates`` in place by the links; returns the (link, cause, effect) triples applied."""
     by_mode = {c.failure_mode: c for c in candidates}
     applied: list[tuple[Link, Candidate, Candidate]] = []
+    linked: set[frozenset[str]] = set()  # a pair is ordered by the first link that applies to it
     for link in causality.links:
         for cause_id in link.causes:
             cause = by_mode.get(cause_id)
             if cause is None:
                 continue
+            first = _first_line(cause, link.cause_evidence)
+            if first == 10**12:
+                continue  # none of the evidence this link needs
             for effect_id in link.effects:
                 effect = by_mode.get(effect_id)
-                if effect is None or effect is cause:
+                if effect is None or effect is cause or frozenset((cause_id, effect_id)) in linked:
                     continue
-                if link.order == "earlier" and not _first_line(cause) < _first_line(effect):
+                if link.order == "earlier" and not first < _first_line(effect):
                     continue
+                linked.add(frozenset((cause_id, effect_id)))
                 top = max(cause.confidence, effect.confidence)
                 cause.confidence = round(min(0.99, top + 0.01), 3)
                 effect.confidence = round(min(effect.confidence, top) * link.factor, 3)

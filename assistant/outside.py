@@ -21,7 +21,7 @@ from assistant.errors import KnowledgeBaseError
 from assistant.signatures import Entry, Examples, Strength, _check_re2, _compiled
 from kb.yamlio import load_yaml
 
-OutsideKind = Literal["environment", "access", "configuration", "usage", "quality", "other-software"]
+OutsideKind = Literal["environment", "access", "configuration", "usage", "quality", "how-to", "other-software"]
 
 
 class OutsideRule(BaseModel):
