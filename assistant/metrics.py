@@ -44,6 +44,7 @@ SHORT_SERIES = 60  # rate series this short are re-checked as a whole at the end
 METRIC_LINE_PATTERN = (
     r"^.*(?:loss|grad.?norm|gnorm|it/s|s/it|per_sec|samples/s|persec|tokens/s|tok/s"
     r"|throughput|tflops|\d+%\s+default|gpu-util|iteration\s+\d+|#\s*gpu\s|utilization\.gpu"
+    r"|\btook\s+\d+(?:\.\d+)?\s*(?:ms|s|sec|secs|seconds|min|mins|minutes)\b|step.?time"
     r"|^\s*\d+(?:\s+(?:\d+|-)){3,}\s*$|^\s*\d+\s*%\s*(?:,.*)?$).*$"
 )
 
@@ -53,7 +54,8 @@ _NUM_START = frozenset("0123456789.+-nNiI")
 _NUM_STR = "0123456789.eE+-naNfiItyIFY"
 _DELIM_TABLE = str.maketrans({d: "\0" for d in "{},|[]'\";\t:=<>#"})
 _KEY_JUNK = "0123456789 _./()-"
-_SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient norm", "gnorm", "lr")
+_SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient norm", "gnorm", "lr", "step_time",
+               "step time", "iter time", "time")
 _NOT_TRAINING = frozenset({"val", "eval", "valid", "validation", "test", "dev", "evaluation"})
 _VALUE_SKIP = " \t'\"[("
 _TQDM = re2.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")
@@ -71,7 +73,11 @@ THROUGHPUT_KEYS = {"samples_per_second", "samples/sec", "samples/s", "currsample
                    "tokens_per_sec", "tokens/s", "tokens_per_second", "tok/s", "throughput", "tflops",
                    "throughput_tokens_per_sec", "tokens per second"}
 STEP_TIME_KEYS = {"elapsed time per iteration (ms)", "iter time (s)", "step_time", "time_per_step",
-                  "iteration time"}
+                  "iteration time", "time", "step time", "iter time", "batch time", "train_step_time", "time/step",
+                  "time per step", "epoch time", "epoch_time", "time_per_iteration"}
+# "Epoch 3 took 135.2 seconds", "step 40 took 812ms": a duration per step or epoch, in seconds.
+_TOOK = re2.compile(r"(?i)\btook\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds|min|mins|minutes)\b")
+_TOOK_UNIT = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minutes": 60.0}
 
 
 def _num(text: str) -> float | None:
@@ -222,6 +228,10 @@ class MetricsAnalyser:
                 self.total_steps = float(m.group(2))
                 self.formats.add("tqdm")
                 step = float(m.group(1))
+        if "took" in low:
+            m = _TOOK.search(body)
+            if m:
+                values["step_time"] = float(m.group(1)) * _TOOK_UNIT.get(m.group(2).lower(), 1.0)
         for k, v in key_values(body):
             if k in STEP_KEYS and step is None:
                 step = v
