@@ -48,6 +48,8 @@ class Assistant:
         self.retrieval: RetrievalUse = retrieval
         self.knowledge = Knowledge.load(self.settings.records_dir)
         self.cases = case_memory(self.settings.cases_dir)
+        self._cases_by_id = {c.id: c for c in self.cases.cases}
+        self._left_out: str | None = None
         self.calibration = load_calibration(self.settings.kb_dir / "calibration.yaml")
         self._retriever = None
 
@@ -100,6 +102,10 @@ class Assistant:
         """Hybrid retrieval over the knowledge base (``list[assistant.retrieval.Hit]``)."""
         return self._get_retriever().search(query, k=k)
 
+    def search_cases(self, query: str, k: int = SEARCH_K):
+        """Hybrid retrieval over the past incidents (``kb/cases``), most similar first."""
+        return self._get_retriever().search(query, k=k, kinds=("case",))
+
     # -- internals ---------------------------------------------------------------------------
 
     def _answer(self, result: Triage, lang: Lang | None, answers: dict[str, str] | None) -> Diagnosis:
@@ -114,11 +120,13 @@ class Assistant:
         votes = self._votes(text, warnings)
         preliminary = rank(result, votes, prose=wordy, short=prose)
         hits: list = []
+        ranking = preliminary
         top = preliminary.top.raw if preliminary.top else 0.0
         if self.retrieval == "always" or (self.retrieval == "auto" and (wordy or preliminary.declined or top < CONFIDENT)):
-            hits, more = self._search(self._query(text, result, prose, wordy))
+            hits, case_hits, more = self._search(self._query(text, result, prose, wordy))
             warnings += more
-        ranking = rank(result, votes, retrieval_votes(hits), prose=wordy, short=prose) if hits else preliminary
+            ranking = rank(result, votes, retrieval_votes(hits, case_hits, self._cases_by_id, self._left_out),
+                           prose=wordy, short=prose)
         passage = confident_hit(hits) if prose and not ranking.ranked else None
         diagnosis = compose(
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,
@@ -133,9 +141,13 @@ class Assistant:
 
         return engine_for(self.settings.kb_dir)
 
+    def leave_out(self, source: str | None) -> None:
+        """For evaluation: ignore past incidents from this source thread (a case is never its own neighbour)."""
+        self._left_out = source or None
+
     def _votes(self, text: str, warnings: list[str]) -> CaseVotes:
         try:
-            return self.cases.vote(text)
+            return self.cases.vote(text, exclude=self._left_out)
         except Exception as err:  # noqa: BLE001 - a failing stage warns and the answer is built from the rest
             warnings.append(f"case-memory stage failed: {err}")
             return EMPTY
@@ -164,12 +176,13 @@ class Assistant:
         return self._retriever
 
     def _search(self, query: str):
+        """Knowledge-base hits and past-incident hits for ``query`` (a failure warns; the answer goes on)."""
         if not query.strip():
-            return [], []
+            return [], [], []
         try:
-            return self.search(query), []
+            return self.search(query), self.search_cases(query) if self.cases.cases else [], []
         except TrainfixError as err:
-            return [], [f"retrieval unavailable: {err}"]
+            return [], [], [f"retrieval unavailable: {err}"]
 
     @staticmethod
     def _query(text: str, result, prose: bool, wordy: bool = False) -> str:
@@ -213,17 +226,31 @@ def confident_hit(hits):
     return None
 
 
-def retrieval_votes(hits) -> dict[str, float]:
-    """Per failure mode, how strongly retrieval points at its record: the top hit when vector and
-    lexical search agree on it counts most; other record hits count by rank."""
+CASE_HIT_WEIGHT = 0.6  # a past incident found by retrieval counts less than the mode's own record
+
+
+def retrieval_votes(hits, case_hits=(), cases_by_id: dict | None = None, left_out: str | None = None) -> dict[str, float]:
+    """Per failure mode, how strongly retrieval points at it: the top hit when vector and lexical
+    search agree on it counts most; other hits count by rank. Past incidents found by retrieval
+    count for their first label at CASE_HIT_WEIGHT (out-of-scope incidents and the left-out thread
+    vote for nothing)."""
     votes: dict[str, float] = {}
-    agreed = confident_hit(hits)
-    for i, hit in enumerate(hits):
-        if hit.kind != "record" or not hit.failure_mode:
-            continue
-        if hit is agreed:
-            score = 1.0 if hit.vector_rank == 1 and hit.bm25_rank == 1 else 0.8
-        else:
-            score = 0.5 / (i + 1)
-        votes[hit.failure_mode] = max(votes.get(hit.failure_mode, 0.0), score)
+
+    def add(ranked, weight: float) -> None:
+        agreed = confident_hit(ranked)
+        for i, hit in enumerate(ranked):
+            score = (1.0 if hit.vector_rank == 1 and hit.bm25_rank == 1 else 0.8) if hit is agreed else 0.5 / (i + 1)
+            if hit.kind == "case":
+                case = (cases_by_id or {}).get(hit.id)
+                if case is None or not case.labels or (left_out and case.source == left_out):
+                    continue
+                mode = case.labels[0]
+            elif hit.kind == "record" and hit.failure_mode:
+                mode = hit.failure_mode
+            else:
+                continue
+            votes[mode] = max(votes.get(mode, 0.0), score * weight)
+
+    add(list(hits), 1.0)
+    add(list(case_hits), CASE_HIT_WEIGHT)
     return votes

@@ -54,6 +54,8 @@ class CaseRecord(BaseModel):
     source: str = ""
     note: str = ""
     fix: str = ""
+    file: str = Field(default="", exclude=True, description="the case file it was read from (set by load_cases)")
+    line: int = Field(default=0, exclude=True, description="its line in that file")
 
     @field_validator("labels")
     @classmethod
@@ -222,7 +224,7 @@ def load_cases(cases_dir: Path) -> list[CaseRecord]:
             if not line.strip():
                 continue
             try:
-                case = CaseRecord.model_validate(json.loads(line))
+                case = CaseRecord.model_validate(json.loads(line)).model_copy(update={"file": path.name, "line": n})
             except (json.JSONDecodeError, ValidationError) as err:
                 raise KnowledgeBaseError(f"{path.name}:{n}: not a valid case: {err}") from None
             if case.id in seen:

@@ -224,7 +224,7 @@ def _passages(views, hits, knowledge: Knowledge, lang: Lang, cites: Citations) -
     out: list[PassageView] = []
     seen: set[str] = {v.failure_mode for v in views}
     for hit in hits:
-        if hit.id in seen or (views and hit.kind == "record"):
+        if hit.id in seen or hit.kind == "case" or (views and hit.kind == "record"):
             continue
         view = _hit_view(hit, knowledge, lang, cites)
         if view is not None:

@@ -32,22 +32,10 @@ def predictor(system: str, settings=None) -> Predict:
     raise InputError(f"unknown system {system!r}; choose one of {', '.join(SYSTEMS)}")
 
 
-class _LeaveOut:
-    """A case memory that leaves out the cases of one source thread."""
-
-    def __init__(self, memory) -> None:
-        self.memory = memory
-        self.source: str | None = None
-
-    def vote(self, text: str):
-        return self.memory.vote(text, exclude=self.source or None)
-
-
 def _full(settings, retrieval: str = "auto") -> Predict:
     from assistant.api import Assistant
 
     assistant = Assistant(settings, retrieval=retrieval)
-    memory = assistant.cases = _LeaveOut(assistant.cases)
 
     def predict(text: str) -> tuple[list[str], bool]:
         d = assistant.diagnose(text)
@@ -57,7 +45,7 @@ def _full(settings, retrieval: str = "auto") -> Predict:
         return ranked, d.abstained
 
     def before_each(case) -> None:
-        memory.source = case.source
+        assistant.leave_out(case.source)
 
     predict.before_each = before_each  # type: ignore[attr-defined]
     predict.assistant = assistant  # type: ignore[attr-defined]
@@ -68,6 +56,7 @@ def _vector(settings) -> Predict:
     """Plain vector retrieval: nearest chunks' documents in order; it never abstains."""
     from assistant.config import Settings
     from assistant.retrieval import Retriever
+    from assistant.retrieval.retriever import KNOWLEDGE
 
     retriever = Retriever(settings or Settings())
 
@@ -75,7 +64,7 @@ def _vector(settings) -> Predict:
         if not text.strip():
             return [], False
         ranked: list[str] = []
-        for chunk_id, _distance in retriever.vector_search(text[:4000]):
+        for chunk_id, _distance in retriever.vector_search(text[:4000], kinds=KNOWLEDGE):
             doc = chunk_id.split("#", 1)[0]
             if doc not in ranked:
                 ranked.append(doc)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from assistant.cases import load_cases
 from assistant.config import Settings
 from assistant.errors import IndexError_
 from assistant.retrieval.chroma_store import ChromaFailure, ChromaStore, IndexLocation, build_lock
@@ -42,7 +43,7 @@ def _quiet(_: str) -> None:
 
 @dataclass
 class KnowledgeBase:
-    """Records and passages with their chunks and per-chunk content hashes for one model."""
+    """Records, passages and past incidents with their chunks and per-chunk content hashes for one model."""
 
     records: list[Record]
     passages: list[Passage]
@@ -62,9 +63,11 @@ class KnowledgeBase:
             pas = []  # records were injected: don't mix them with passages from disk
         else:
             pas = load_passages(settings.records_dir)
+        # Past incidents (kb/cases) are indexed with the knowledge base read from disk, not with injected records.
+        cases = load_cases(settings.cases_dir) if records is None else []
         embedder = embedder or Embedder(resolve_model_dir(settings.embedding_model))
         try:
-            chunks = build_chunks(recs, pas)
+            chunks = build_chunks(recs, pas, cases)
         except ValueError as err:
             raise IndexError_(f"cannot index kb/records: {err}") from err
         hashes = {c.id: chunk_hash(c, embedder.fingerprint) for c in chunks}

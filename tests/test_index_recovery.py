@@ -109,11 +109,11 @@ def test_chroma_error_during_query_triggers_one_rebuild(built, monkeypatch):
     real_query = chroma_store.ChromaStore.query
     calls = {"n": 0}
 
-    def flaky(self, vector, n):
+    def flaky(self, vector, n, kinds=None):
         calls["n"] += 1
         if calls["n"] == 1:
             raise ChromaFailure("querying vectors: InternalError: Error finding id")
-        return real_query(self, vector, n)
+        return real_query(self, vector, n, kinds)
 
     monkeypatch.setattr(chroma_store.ChromaStore, "query", flaky)
     hits = retriever.search("loss becomes nan", k=1)
@@ -126,7 +126,7 @@ def test_persistent_chroma_failure_is_an_index_error_not_empty_results(built, mo
     from assistant.errors import IndexError_
     from assistant.retrieval import chroma_store
 
-    def broken(self, vector, n):
+    def broken(self, vector, n, kinds=None):
         raise ChromaFailure("querying vectors: boom")
 
     monkeypatch.setattr(chroma_store.ChromaStore, "query", broken)

@@ -34,9 +34,10 @@ def test_every_record_is_found_by_its_mode_name_in_both_languages(retriever):
 
 
 def test_hits_cite_lines_inside_their_source(retriever):
-    sources = Settings().sources_dir
+    settings = Settings()
     for hit in retriever.search("CUDA out of memory 显存不足", k=5):
-        lines = (sources / hit.citation.source).read_text(encoding="utf-8").splitlines()
+        base = settings.kb_dir if hit.citation.source_kind == "case" else settings.sources_dir  # cases/<file>.jsonl
+        lines = (base / hit.citation.source).read_text(encoding="utf-8").splitlines()
         assert 1 <= hit.citation.start_line <= hit.citation.end_line <= len(lines)
 
 

@@ -113,3 +113,20 @@ def test_rule_with_unknown_field_does_not_load(tmp_path):
 def test_valid_rule_loads(tmp_path):
     rules = load_rules(_write(tmp_path, BASE))
     assert [r.id for r in rules] == ["cuda-oom.test-rule"]
+
+
+def test_no_quantifier_on_a_multibyte_character():
+    """Hyperscan scans bytes: in ``各个?`` the ``?`` would apply to the last byte of 个 only, so the
+    prefilter misses what RE2 matches. Wrap the character: ``各(?:个)?``."""
+    import re
+
+    bad = re.compile(r"[^\x00-\x7f][?*+{]")
+    from assistant.outside import load_outside
+    from assistant.tree import load_tree
+
+    tree = load_tree()
+    patterns = [p for r in RULES for p in [*r.patterns, *r.requires, *r.unless]]
+    patterns += [p for r in load_outside() for p in [*r.patterns, *r.unless]]
+    patterns += [p for f in tree.facts.values() for d in f.detect for p in [*d.patterns, *d.unless]]
+    patterns += [p for m in tree.modes.values() for h in m.hints for p in [*h.patterns, *h.unless]]
+    assert not [p for p in patterns if bad.search(p)]

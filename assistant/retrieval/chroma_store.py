@@ -191,14 +191,16 @@ class ChromaStore:
                     out[cid] = str((meta or {}).get("hash", ""))
         return out
 
-    def query(self, vector: Sequence[float], n: int) -> list[tuple[str, float]]:
-        """(chunk id, cosine distance) of the ``n`` nearest vectors, nearest first."""
+    def query(self, vector: Sequence[float], n: int, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """(chunk id, cosine distance) of the ``n`` nearest vectors, nearest first (only ``kinds`` if given)."""
         col = self.collection()
+        where = {"kind": {"$in": list(kinds)}} if kinds else None
         with chroma_errors("querying vectors"):
             total = col.count()
             if total == 0:
                 return []
-            res = col.query(query_embeddings=[list(vector)], n_results=min(n, total), include=["distances"])
+            res = col.query(query_embeddings=[list(vector)], n_results=min(n, total), include=["distances"],
+                            where=where)
         return list(zip(res["ids"][0], (float(d) for d in res["distances"][0])))
 
     def probes_ok(self, probe_ids: Sequence[str]) -> str | None:

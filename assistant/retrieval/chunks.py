@@ -164,9 +164,30 @@ def passage_chunks(passage: Passage) -> list[Chunk]:
     return out
 
 
-def build_chunks(records: Sequence[Record], passages: Sequence[Passage] = ()) -> list[Chunk]:
-    """All chunks of a knowledge base, records first. Raises ``ValueError`` on duplicate chunk ids."""
-    chunks = [c for r in records for c in record_chunks(r)] + [c for p in passages for c in passage_chunks(p)]
+CASE_CHARS = 1200  # a case is embedded by its opening (the model reads 256 word pieces anyway)
+
+
+def case_chunks(cases: Sequence) -> list[Chunk]:
+    """One chunk per past incident (``assistant.cases.CaseRecord``): its text as posted, cited by file and line."""
+    out = []
+    for case in cases:
+        first = next((ln.strip() for ln in case.text.splitlines() if ln.strip()), case.id)
+        out.append(Chunk(
+            id=f"case:{case.id}#text", doc_id=case.id, kind="case",
+            failure_mode=case.labels[0] if case.labels else "", failure_modes=tuple(case.labels), field="text",
+            lang="zh" if case.lang == "zh" else "en", text=case.text[:CASE_CHARS],
+            citation=HitCitation(source=f"cases/{case.file or 'cases.jsonl'}", source_kind="case", section=case.id,
+                                 heading=first[:120], start_line=max(case.line, 1), end_line=max(case.line, 1)),
+        ))
+    return out
+
+
+def build_chunks(records: Sequence[Record], passages: Sequence[Passage] = (), cases: Sequence = ()) -> list[Chunk]:
+    """All chunks of a knowledge base, records first, then passages and past incidents.
+
+    Raises ``ValueError`` on duplicate chunk ids."""
+    chunks = ([c for r in records for c in record_chunks(r)] + [c for p in passages for c in passage_chunks(p)]
+              + case_chunks(cases))
     seen: set[str] = set()
     for c in chunks:
         if c.id in seen:

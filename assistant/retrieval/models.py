@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DocKind = Literal["record", "passage"]
+DocKind = Literal["record", "passage", "case"]
 
 
 class _Model(BaseModel):
@@ -17,7 +17,7 @@ class HitCitation(_Model):
     """Where a chunk's text comes from (a 1-based inclusive line range of a file under ``kb/sources/``)."""
 
     source: str
-    source_kind: Literal["guide", "runbook"]
+    source_kind: Literal["guide", "runbook", "case"]
     section: str
     heading: str
     start_line: int = Field(ge=1)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 # Candidates taken from each list before fusion (chunks, not documents).
 CANDIDATES = 50
+KNOWLEDGE = ("record", "passage")
 MAX_EMBED_CHARS = 8000
 
 
@@ -108,8 +109,8 @@ class Retriever:
 
     # -- searching --------------------------------------------------------------------------
 
-    def vector_search(self, query: str, n: int = CANDIDATES) -> list[tuple[str, float]]:
-        """(chunk id, cosine distance) of the nearest chunks; repairs the index once on a Chroma error."""
+    def vector_search(self, query: str, n: int = CANDIDATES, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """(chunk id, cosine distance) of the nearest chunks (of ``kinds``); repairs the index once on a Chroma error."""
         from assistant.retrieval.chroma_store import ChromaFailure
 
         self.open()
@@ -119,7 +120,7 @@ class Retriever:
         for attempt in (1, 2):
             assert self._store is not None
             try:
-                found = self._store.query(vector, n)
+                found = self._store.query(vector, n, kinds)
             except ChromaFailure as err:
                 if attempt == 2:
                     raise IndexError_(f"the index at {self._kb.loc.location} still fails after a rebuild: {err}") from err
@@ -133,11 +134,15 @@ class Retriever:
             self._repair(f"it returned {len(unknown)} chunk(s) that are not in kb/records")
         raise AssertionError("unreachable")
 
-    def bm25_search(self, query: str, n: int = CANDIDATES) -> list[tuple[str, float]]:
-        """(chunk id, BM25 score) of the best lexical matches."""
+    def bm25_search(self, query: str, n: int = CANDIDATES, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """(chunk id, BM25 score) of the best lexical matches (of ``kinds``)."""
         self.open()
         assert self._bm25 is not None and self._kb is not None
-        return [(self._kb.chunks[i].id, s) for i, s in self._bm25.search(query, n)]
+        chunks = self._kb.chunks
+        if not kinds:
+            return [(chunks[i].id, s) for i, s in self._bm25.search(query, n)]
+        ranked = self._bm25.search(query, len(chunks))  # scores are computed for all chunks anyway
+        return [(chunks[i].id, s) for i, s in ranked if chunks[i].kind in kinds][:n]
 
     def vector_weight(self, query: str) -> float:
         """Weight of the vector ranking for ``query``.
@@ -148,15 +153,18 @@ class Retriever:
         """
         return self.settings.retrieval_zh_vector_weight if han_fraction(query) > 0.5 else 1.0
 
-    def search(self, query: str, k: int = 5) -> list[Hit]:
-        """The ``k`` best records/passages for ``query`` (Chinese or English), best first."""
+    def search(self, query: str, k: int = 5, kinds: Sequence[str] = KNOWLEDGE) -> list[Hit]:
+        """The ``k`` best documents of ``kinds`` for ``query`` (Chinese or English), best first.
+
+        By default the knowledge base proper (records and passages); ``kinds=("case",)`` searches
+        the past incidents, which are indexed beside it but never crowd it out."""
         if not query or not query.strip():
             raise InputError("empty search query")
         if k < 1:
             raise InputError(f"k must be at least 1 (got {k})")
         with self._lock:
-            vec = self.vector_search(query)
-            lex = self.bm25_search(query)
+            vec = self.vector_search(query, kinds=kinds)
+            lex = self.bm25_search(query, kinds=kinds)
         weights = {"vector": self.vector_weight(query), "bm25": 1.0}
         fused = rrf({"vector": [c for c, _ in vec], "bm25": [c for c, _ in lex]}, self._doc_of, weights)
         hits = []
