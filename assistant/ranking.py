@@ -148,9 +148,6 @@ class Calibration(BaseModel):
         return round(1.0 / (1.0 + math.exp(-(self.a * raw + self.b))), 3)
 
 
-IDENTITY = None
-
-
 def load_calibration(path: Path | None) -> Calibration | None:
     """The fitted calibration in ``path`` (``kb/calibration.yaml``), or None when there is none yet."""
     if path is None:

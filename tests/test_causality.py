@@ -11,6 +11,10 @@ from assistant.triage import triage
 CAUSALITY = load_causality()
 
 
+def test_packaged_links_carry_examples():
+    assert CAUSALITY.links and len(CAUSALITY.examples) >= 4
+
+
 @pytest.mark.parametrize("example", CAUSALITY.examples, ids=[f"ex{i}" for i in range(len(CAUSALITY.examples))])
 def test_causality_examples(example):
     modes = [c.failure_mode for c in triage(example.text).candidates]
