@@ -19,6 +19,7 @@ LABELS = {
         "evidence": "Evidence", "line": "line", "rank": "rank",
         "causes": "Likely causes in this case", "likelihood": "rated likelihood", "check": "check",
         "fixes": "What to do first", "steps": "How to confirm", "follow_up": "To narrow it down",
+        "dont": "Don't (only hides the problem)",
         "others": "Other possibilities", "related": "Related sections", "sources": "Sources",
         "guide": "customer guide", "runbook": "team runbook", "notices": "Notes",
         "abstain_title": "No confident match",
@@ -53,6 +54,7 @@ LABELS = {
         "evidence": "证据", "line": "第", "rank": "rank",
         "causes": "本例中可能的原因", "likelihood": "来源给出的概率", "check": "检测",
         "fixes": "先做什么", "steps": "如何确认", "follow_up": "需要确认",
+        "dont": "不要这样做（只会掩盖问题）",
         "others": "其他可能", "related": "相关章节", "sources": "来源",
         "guide": "客户指南", "runbook": "团队手册", "notices": "说明",
         "abstain_title": "没有可信的匹配",
@@ -79,6 +81,17 @@ LABELS = {
 _MARKER = re.compile(r"\[(\d{1,3})\]")  # applied to bounded, already-validated LLM output only
 MAX_FIXES = 5
 MAX_QUOTE = 160
+
+
+def code_span(text: str) -> str:
+    """``text`` verbatim as an inline code span: a fence longer than any backtick run inside it."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _line_label(lang: str, n: int) -> str:
@@ -116,7 +129,7 @@ def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: boo
         for ev in c.evidence:
             rank = f" ({L['rank']} {ev.rank})" if ev.rank is not None else ""
             text = ev.text if len(ev.text) <= 300 else ev.text[:300] + "…"
-            lines.append(f"- {_line_label(lang, ev.line)}{rank}: `{text.replace('`', 'ʼ')}`")
+            lines.append(f"- {_line_label(lang, ev.line)}{rank}: {code_span(text)}")
         lines.append("")
     if c.causes:
         lines.append(f"**{L['causes']}**")
@@ -133,6 +146,11 @@ def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: boo
         lines.append(f"**{L['fixes']}**")
         for fix in c.fixes[:MAX_FIXES]:
             _fix(lines, fix)
+        lines.append("")
+    if c.dont:
+        lines.append(f"**{L['dont']}**")
+        for d in c.dont:
+            lines.append(f"- {d.text} — {d.why} {_m(d.cite)}")
         lines.append("")
     if c.diagnosis_steps and c.route != "retrieval":
         lines.append(f"<details><summary>{L['steps']}</summary>\n" if html else f"**{L['steps']}**")
@@ -178,7 +196,7 @@ def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
         lines.append(L["outside"].get(d.out_of_domain, L["abstain"]))
         lines.append("")
         for ev in d.out_of_domain_evidence:
-            lines.append(f"- {_line_label(lang, ev.line)}: `{ev.text[:300].replace('`', 'ʼ')}`")
+            lines.append(f"- {_line_label(lang, ev.line)}: {code_span(ev.text[:300])}")
         if d.out_of_domain_evidence:
             lines.append("")
     else:

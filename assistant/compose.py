@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import re2
+
 from assistant.cases import EMPTY, Neighbour
 from assistant.causality import first_failing_rank
 from assistant.diagnosis import (
@@ -16,6 +18,7 @@ from assistant.diagnosis import (
     CauseView,
     CodeView,
     Diagnosis,
+    DontView,
     FixView,
     IncidentView,
     Lang,
@@ -90,14 +93,28 @@ def _fix_view(item: Fix | Step, priority: int, lang: Lang, cites: Citations) -> 
                    cite=cites.add(item.citation))
 
 
-def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations) -> list[FixView]:
-    """Fixes acting on the likeliest causes first (in cause order), then the rest in the source's order."""
+def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations) -> tuple[list[FixView], list[DontView]]:
+    """Fixes acting on the likeliest causes first (in cause order), then the rest in the source's order;
+    fixes that are a known dead end are taken out and shown with the dead end as "don't"."""
     def key(fix: Fix) -> tuple[int, int]:
         hits = [top_causes.index(c) for c in fix.addresses if c in top_causes]
         return (min(hits) if hits else len(top_causes), fix.priority)
 
-    ordered = sorted(record.fixes, key=key)
-    return [_fix_view(f, i, lang, cites) for i, f in enumerate(ordered, start=1)]
+    ends = [(d, [re2.compile(p) for p in d.matches]) for d in record.dead_ends]
+    covered: dict[int, list[Fix]] = {}
+    kept: list[Fix] = []
+    for fix in record.fixes:
+        said = " ".join(filter(None, (fix.text.zh, fix.text.en) if fix.text else ())) + "\n" + (fix.code.code if fix.code else "")
+        hit = next((i for i, (_, pats) in enumerate(ends) if any(p.search(said) for p in pats)), None)
+        if hit is None:
+            kept.append(fix)
+        else:
+            covered.setdefault(hit, []).append(fix)
+    fixes = [_fix_view(f, i, lang, cites) for i, f in enumerate(sorted(kept, key=key), start=1)]
+    dont = [DontView(text=d.text.get(lang), why=d.why.get(lang), cite=cites.add(d.citation),
+                     fixes=[cites.add(f.citation) for f in covered.get(i, [])])
+            for i, (d, _) in enumerate(ends)]
+    return fixes, dont
 
 
 def candidate_view(
@@ -107,11 +124,12 @@ def candidate_view(
     """One candidate with the record's knowledge, causes ranked for this case."""
     causes = _causes(record, ranked_causes, lang, cites)
     top = [c.id for c in causes[:2]]
+    fixes, dont = _fixes(record, top, lang, cites)
     return CandidateView(
         failure_mode=record.failure_mode, category=record.category, title=record.title.get(lang),
         confidence=round(confidence, 3), route=route, evidence=evidence,
         symptoms=[s.text.get(lang) for s in record.symptoms],
-        causes=causes, fixes=_fixes(record, top, lang, cites),
+        causes=causes, fixes=fixes, dont=dont,
         diagnosis_steps=[_fix_view(s, i, lang, cites) for i, s in enumerate(record.diagnosis, start=1)],
         cites=[cites.add(c) for c in record.citations],
     )
@@ -163,7 +181,7 @@ def compose(
                               evidence=evidence)
         view.score = round(min(r.raw, 1.0), 4)
         if cand is not None and cand.note:
-            view.note = _root_note(cand, lang)
+            view.note = _root_note(cand, lang, named=result.timeline is not None and result.timeline.first_failure is not None)
         views.append(view)
     routes = list(result.routes)
     for extra in ("cases", "retrieval"):
@@ -184,6 +202,7 @@ def compose(
         passages=passages, citations=cites.items, routes=routes,
         facts=dict(result.facts), answers=dict(answers or {}), metrics=result.metrics,
         similar=_similar(neighbours),
+        timeline=_redacted_timeline(result.timeline),
         out_of_domain=ranking.outside_kind if declined and ranking.outside >= OUTSIDE_SHOWN else None,
         out_of_domain_evidence=[Evidence(line=h.line, text=redact(h.text).text, match=h.id, source=f"outside:{h.id}",
                                          strength=h.strength)
@@ -192,14 +211,26 @@ def compose(
     )
 
 
+def _redacted_timeline(tl):
+    if tl is None:
+        return None
+    return tl.model_copy(update={
+        "events": [e.model_copy(update={"text": redact(e.text).text}) for e in tl.events],
+        "first_failure": tl.first_failure.model_copy(update={"text": redact(tl.first_failure.text).text})
+        if tl.first_failure else None,
+        "consequences": [e.model_copy(update={"text": redact(e.text).text}) for e in tl.consequences],
+    })
+
+
 OUTSIDE_SHOWN = 0.3  # a decline names the kind of problem from this out-of-domain score on
 SIMILAR_SHOWN = 0.2
 
 
-def _root_note(cand: Candidate, lang: Lang) -> str:
-    """Why this candidate is the root cause, naming the rank that failed first when the evidence has ranks."""
+def _root_note(cand: Candidate, lang: Lang, named: bool = False) -> str:
+    """Why this candidate is the root cause, naming the rank that failed first when the evidence has ranks
+    (``named``: the timeline already names it)."""
     note = (cand.note_zh if lang == "zh" and cand.note_zh else cand.note) or ""
-    rank_id = first_failing_rank(cand)
+    rank_id = None if named else first_failing_rank(cand)
     if rank_id is not None:
         line = min(e.line for e in cand.evidence if e.rank == rank_id)
         note += (f"；rank {rank_id} 最先出错（第 {line} 行）" if lang == "zh"

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from assistant.models import Evidence, FollowUp, MetricsReport
+from assistant.timeline import Timeline
 from kb.schema import Citation
 
 Lang = Literal["zh", "en"]
@@ -49,6 +50,15 @@ class FixView(_Model):
     cite: int = Field(ge=1)
 
 
+class DontView(_Model):
+    """Advice that only hides the problem, shown as "don't" with why (never as a fix)."""
+
+    text: str
+    why: str
+    cite: int = Field(ge=1, description="the dead end's own citation")
+    fixes: list[int] = Field(default=[], description="citations of the fixes it covers, moved out of the fix list")
+
+
 class CandidateView(_Model):
     """One failure mode the input points to, with everything needed to act on it."""
 
@@ -63,6 +73,7 @@ class CandidateView(_Model):
     causes: list[CauseView] = []
     fixes: list[FixView] = []
     diagnosis_steps: list[FixView] = Field(default=[], description="checks to run, in the source's order")
+    dont: list[DontView] = Field(default=[], description="dead ends: advice that only hides this problem, with why")
     cites: list[int] = Field(default=[], description="citations of the record's sections")
     note: str | None = Field(default=None, description="why this is the root cause of other evidenced modes")
 
@@ -111,6 +122,7 @@ class Diagnosis(_Model):
     answers: dict[str, str] = Field(default={}, description="follow-up answers applied to this diagnosis")
     metrics: MetricsReport | None = None
     similar: list[IncidentView] = Field(default=[], description="similar past incidents, most similar first")
+    timeline: Timeline | None = Field(default=None, description="multi-rank output: first failing rank, consequences")
     out_of_domain: str | None = Field(
         default=None, description="when declining: the kind of problem it is instead (environment, access, usage…)"
     )

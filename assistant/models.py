@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from assistant.timeline import Timeline
+
 Strength = Literal["strong", "medium", "weak"]
 
 
@@ -142,3 +144,4 @@ class Triage(_Model):
     input_lines: int = 0
     outside: list[OutsideHit] = Field(default=[], description="out-of-domain signatures seen, first line first")
     digest: str = Field(default="", description="the lines that matter (all of a short input), for similarity search")
+    timeline: Timeline | None = Field(default=None, description="first failing rank and what followed, for multi-rank output")

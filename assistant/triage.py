@@ -23,6 +23,8 @@ from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, Outsi
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
+from assistant.timeline import Timeline, describe
+from assistant.timeline import build as build_timeline
 from assistant.tracebacks import KeptLine, extract
 from assistant.tree import (
     Reason,
@@ -306,6 +308,12 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
     except Exception as err:  # noqa: BLE001
         warnings.append(f"traceback stage failed: {err}")
 
+    timeline: Timeline | None = None
+    try:
+        timeline = build_timeline(kept)
+    except Exception as err:  # noqa: BLE001
+        warnings.append(f"timeline stage failed: {err}")
+
     metrics: MetricsReport | None = None
     try:
         report = scanner.metrics.report()
@@ -318,6 +326,8 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
     boosts: dict[str, dict[str, tuple[float, Reason]]] = {}
     try:
         candidates, boosts = _candidates(engine, scanner, tracebacks, metrics)
+        if timeline is not None:
+            candidates = _apply_timeline(timeline, candidates, boosts)
     except Exception as err:  # noqa: BLE001
         warnings.append(f"candidate stage failed: {err}")
 
@@ -344,6 +354,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         input_lines=stats.lines,
         outside=sorted(scanner.outside.values(), key=lambda h: h.line),
         digest=_digest(kept, stats.lines),
+        timeline=timeline,
     )
 
 
@@ -414,6 +425,50 @@ def _candidates(
                              causes=[], route=slot["route"]))
         boosts[mode] = slot["boosts"]
     return out, boosts
+
+
+_CONSEQUENCE_MODES = ("network-timeout", "distributed-sync-failure")
+TIMELINE_CONFIDENCE = 0.9
+TIMEOUT_AS_CONSEQUENCE = 0.6  # a timeout that followed another rank's failure is kept, lower
+
+
+def _apply_timeline(tl: Timeline, candidates: list[Candidate],
+                    boosts: dict[str, dict[str, tuple[float, Reason]]]) -> list[Candidate]:
+    """A rank that failed before the others timed out is the root: its own failure mode when the rules
+    recognise its error, else a rank that died while the others waited (``distributed-sync-failure``).
+    The timeouts stay as a lower alternative."""
+    f = tl.first_failure
+    if f is None or not any(e.kind == "timeout" for e in tl.consequences):
+        return candidates
+    first_after = min(e.line for e in tl.consequences)
+    note, note_zh = describe(tl, "en"), describe(tl, "zh")
+    top = max((c.confidence for c in candidates), default=0.0)
+    own = [c for c in candidates if c.failure_mode not in _CONSEQUENCE_MODES
+           and any(e.line == f.line or (e.rank == f.rank and e.line < first_after) for e in c.evidence)]
+    if own:
+        root = max(own, key=lambda c: c.confidence)
+    else:
+        root = next((c for c in candidates if c.failure_mode == "distributed-sync-failure"), None)
+        ev = Evidence(line=f.line, text=display(f.text), match=f.text[:120], source="timeline:first-failure",
+                      rank=f.rank, strength="strong")
+        if root is None:
+            root = Candidate(failure_mode="distributed-sync-failure", confidence=TIMELINE_CONFIDENCE, evidence=[ev],
+                             route="rule")
+            candidates.append(root)
+        else:
+            root.evidence.insert(0, ev)
+        boosts.setdefault("distributed-sync-failure", {})["rank-crashed"] = (
+            0.45, Reason(f"rank {f.rank} failed first (line {f.line}) and the others timed out after it",
+                         f"rank {f.rank} 最先出错（第 {f.line} 行），其余 rank 随后超时"))
+    for c in candidates:
+        if c.failure_mode == "network-timeout" and c is not root:
+            c.confidence = round(c.confidence * TIMEOUT_AS_CONSEQUENCE, 3)
+    root.confidence = round(min(0.99, max(root.confidence, top + 0.01, TIMELINE_CONFIDENCE)), 3)
+    root.note, root.note_zh = note, note_zh
+    for c in candidates:
+        if c is not root and c.failure_mode in _CONSEQUENCE_MODES and c.failure_mode not in root.root_of:
+            root.root_of.append(c.failure_mode)
+    return candidates
 
 
 def _pick_evidence(evidence: list[Evidence]) -> list[Evidence]:

@@ -11,6 +11,7 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import re2
 from pydantic import ValidationError
 
 from assistant.errors import KnowledgeBaseError
@@ -31,6 +32,7 @@ from kb.schema import (
     Cause,
     Citation,
     CodeSnippet,
+    DeadEnd,
     Fix,
     LineSpan,
     Passage,
@@ -59,6 +61,7 @@ class _ModeBuilder:
     citations: list[Citation] = field(default_factory=list)
     owns: list[LineSpan] = field(default_factory=list)
     intro: list[Text] = field(default_factory=list)
+    dead_ends: list[DeadEnd] = field(default_factory=list)
 
     def cite(self, citation: Citation) -> None:
         if citation not in self.citations:
@@ -477,6 +480,17 @@ def _runbook_item(rb: Runbook, reader: _RunbookText, sec: MdSection, kind: str, 
     elif kind == "diagnosis":
         b.diagnosis.append(Step(text=text, code=snippets[0] if snippets else None, citation=cit))
         b.diagnosis.extend(Step(code=s, citation=s.citation) for s in snippets[1:])
+    elif kind == "dead-ends":
+        if text is None or not item.why:
+            warnings.append(f"{rb.name}:{item.start}: dead end without text or `Why:` line skipped")
+            return
+        for pattern in item.matches:
+            try:
+                re2.compile(pattern)
+            except re2.error as err:
+                warnings.append(f"{rb.name}:{item.start}: dead-end pattern {pattern!r} does not compile: {err}")
+                return
+        b.dead_ends.append(DeadEnd(text=text, why=reader.text(item.why), matches=item.matches, citation=cit))
     else:
         b.fixes.append((text, snippets[0] if snippets else None, cit, item.addresses))
         b.fixes.extend((None, s, s.citation, item.addresses) for s in snippets[1:])
@@ -515,7 +529,7 @@ def _build_record(b: _ModeBuilder, overlay: Overlay) -> Record:
              for i, (t, c, cit, addr) in enumerate(b.fixes, start=1)]
     return Record(id=b.mode, failure_mode=mode.id, category=mode.category, title=title, summary=summary,
                   keywords=keywords, symptoms=b.symptoms, causes=b.causes, diagnosis=b.diagnosis, fixes=fixes,
-                  tables=b.tables, citations=b.citations, owns=b.owns)
+                  dead_ends=b.dead_ends, tables=b.tables, citations=b.citations, owns=b.owns)
 
 
 def assemble(guides: dict[str, Guide], translations: dict[str, Translations], runbooks: list[Runbook],

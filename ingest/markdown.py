@@ -14,6 +14,9 @@ Convention (documented for runbook authors in ``kb/sources/team-runbook.md``):
   ``- `memory-fragmentation` (medium): text``. A continuation line ``Check: …`` (or ``检测：…``) says how to
   detect it. A fix item may name the causes it acts on in a line ``Addresses: `cause-id`, `cause-id` ``
   (or ``针对：…``).
+* A ``Dead ends`` part (``误区``) lists advice that only hides the problem: each item says what not to do
+  first, a one-line ``Why: …`` says why, and ``Matches: `regex` `` names the fixes (from any source) that are
+  this dead end. trainfix never ranks such a fix first and shows it as "don't", with the why.
 * Sections without a mode become passages. Everything from a runbook is cited with ``source_kind="runbook"``.
 * The team may translate a runbook into the language it lacks in ``kb/translations/<stem>.zh.yaml`` (or
   ``.en.yaml``), keyed by each unit's exact text (see :mod:`ingest.translations`); the runbook stays the quote.
@@ -31,7 +34,7 @@ import re2
 from assistant.errors import InputError
 from kb.taxonomy import MODE_IDS
 
-PartKind = Literal["symptoms", "causes", "diagnosis", "fixes"]
+PartKind = Literal["symptoms", "causes", "diagnosis", "fixes", "dead-ends"]
 
 _HEADING = re2.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*(?:\{#([A-Za-z0-9_-]+)\})?[ \t]*#*[ \t]*$")
 _LIST_ITEM = re2.compile(r"^ {0,3}(?:[-*+]|[0-9]{1,3}[.)])[ \t]+(.*)$")
@@ -45,11 +48,16 @@ _PARTS: dict[str, PartKind] = {
     "diagnosis": "diagnosis", "diagnostics": "diagnosis", "troubleshooting": "diagnosis", "排障": "diagnosis",
     "排障步骤": "diagnosis", "诊断": "diagnosis",
     "fixes": "fixes", "fix": "fixes", "remediation": "fixes", "修复": "fixes", "修复方案": "fixes",
+    "dead ends": "dead-ends", "dead end": "dead-ends", "don't": "dead-ends", "误区": "dead-ends",
+    "不要这样做": "dead-ends",
 }
 _DETECTION_PREFIXES = ("Check:", "Detection:", "检测：", "检测:")
 _ADDRESSES_PREFIXES = ("Addresses:", "针对：", "针对:")
-_FIELD_PREFIXES = _DETECTION_PREFIXES + _ADDRESSES_PREFIXES
+_WHY_PREFIXES = ("Why:", "为什么：", "为什么:")
+_MATCHES_PREFIXES = ("Matches:", "匹配：", "匹配:")
+_FIELD_PREFIXES = _DETECTION_PREFIXES + _ADDRESSES_PREFIXES + _WHY_PREFIXES + _MATCHES_PREFIXES
 _CAUSE_REF = re2.compile(r"`([a-z0-9][a-z0-9-]*)`")
+_PATTERN_REF = re2.compile(r"`([^`]+)`")
 _LIKELIHOOD = {"high": "high", "medium": "medium", "low": "low", "高": "high", "中": "medium", "低": "low"}
 _LANGUAGES = {
     "python": "python", "py": "python", "python3": "python", "pycon": "python",
@@ -91,6 +99,24 @@ class MdItem:
                 if line.startswith(prefix):
                     return line[len(prefix):].strip() or None
         return None
+
+    @property
+    def why(self) -> str | None:
+        """Why a dead end only hides the problem (its one ``Why:`` line)."""
+        for line in self.lines:
+            for prefix in _WHY_PREFIXES:
+                if line.startswith(prefix):
+                    return line[len(prefix):].strip() or None
+        return None
+
+    @property
+    def matches(self) -> list[str]:
+        """Patterns (in backticks) on a ``Matches:`` line of a dead end."""
+        out: list[str] = []
+        for line in self.lines:
+            if line.startswith(_MATCHES_PREFIXES):
+                out.extend(m.group(1) for m in _PATTERN_REF.finditer(line))
+        return out
 
     @property
     def addresses(self) -> list[str]:

@@ -128,6 +128,10 @@ def runbook_units(rb: Runbook) -> list[tuple[str, int]]:
             add(item.text, item.start)
         for part in sec.parts:
             for item in part.items:
+                if part.kind == "dead-ends":
+                    add(item.text, item.start)
+                    add(item.why, item.start)
+                    continue
                 if part.kind != "causes":
                     add(item.text, item.start)
                     continue

@@ -102,6 +102,18 @@ class Fix(_Model):
     citation: Citation
 
 
+class DeadEnd(_Model):
+    """Advice that only hides the problem: never a first fix; shown as "don't", with why.
+
+    ``matches`` are RE2 patterns; a fix of the record whose text or code matches one is this dead end.
+    """
+
+    text: Text
+    why: Text
+    matches: list[str] = Field(default=[], description="RE2 patterns naming the fixes that are this dead end")
+    citation: Citation
+
+
 class TableRow(_Model):
     """A row of a source table kept as structured data: header cell -> cell text (source language)."""
 
@@ -138,6 +150,7 @@ class Record(_Model):
     causes: list[Cause] = []
     diagnosis: list[Step] = []
     fixes: list[Fix] = []
+    dead_ends: list[DeadEnd] = Field(default=[], description="advice that only hides the problem, with why")
     tables: list[Table] = []
     citations: list[Citation] = Field(description="every section this record draws on")
     owns: list[LineSpan] = Field(default=[], description="source lines this record is the home of (coverage)")

@@ -1,0 +1,237 @@
+"""Timeline of a multi-process failure: which rank failed first, and which failures followed from it.
+
+In a distributed job one rank usually dies (an exception, a CUDA error, the OOM killer) and every
+other rank then waits in a collective until its watchdog fires, or is torn down by the launcher.
+The last lines of the log are those consequences; torchrun's "Root Cause (first observed failure)"
+is only the first failure the *launcher observed*, often a rank killed by the watchdog. This module
+orders the ranks' first errors by their timestamps (glog ``E1130 02:41:07``, ISO ``2026-11-30
+02:11:05``, elastic's ``time : 2026-11-30_02:41:09``) or, without them, by line, and separates the
+first real failure from the timeouts and tear-downs it caused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import re2
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # tracebacks imports the models, which hold a Timeline
+    from assistant.tracebacks import KeptLine
+
+EventKind = Literal["error", "timeout", "collateral"]
+
+# glog-style prefix of torch C++ messages: E1130 02:41:07.901000 (no year)
+_GLOG = re2.compile(r"\b[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)?\b")
+# 2026-11-30 02:11:05,118 / 2026-11-30T02:11:05 / 2026-11-30_02:41:09 (elastic's failure table)
+_ISO = re2.compile(r"\b(\d{4})-(\d{2})-(\d{2})[ T_](\d{2}):(\d{2}):(\d{2})")
+_TIMEOUT = re2.compile(
+    r"(?i)watchdog caught collective operation timeout|collective operation timeout|timed out|"
+    r"before timing out|heartbeat monitor|DistNetworkError|socket timeout|timeout after"
+)
+# Errors that follow another rank's failure: aborts, tear-downs, "the other side closed".
+_COLLATERAL = re2.compile(
+    r"(?i)NCCL communicator was aborted|taking the entire process down|Some NCCL operations have failed|"
+    r"Sending process \d+ closing signal|SIGTERM|received signal 15|Terminated|connection reset by peer|"
+    r"Connection closed by peer|ChildFailedError|ProcessGroupNCCL.*(?:abort|Aborting)|"
+    r"failed to recv|recvBytes|Broken pipe|Socket Timeout|Exception raised from|"
+    r"ncclRemoteError|remote process exited"
+)
+_ERROR = re2.compile(
+    r"(?:^|[^A-Za-z])(?:[A-Z][A-Za-z]*(?:Error|Exception)\b|CUDA error|out of memory|Out of memory|"
+    r"Killed process|oom-kill|Segmentation fault|SIGSEGV|SIGKILL|SIGBUS|Bus error|core dumped|"
+    r"device-side assert|illegal memory access|NaN or Inf found|Assertion .* failed)"
+)
+_NOT_ERROR = re2.compile(r"(?i)might be asynchronously reported|UserWarning|FutureWarning|DeprecationWarning|"
+                         r"^\s*(?:File \"|raise |warnings\.warn)")
+_FIELD = re2.compile(r"^\s*(time|host|rank|exitcode)\s*:\s*(.*?)\s*$")
+_ENTRY = re2.compile(r"^\s*\[\d+\]:\s*$")
+_ROOT = re2.compile(r"Root Cause \(first observed failure\)")
+_RANKNUM = re2.compile(r"^(\d+)")
+_EXITNUM = re2.compile(r"^(-?\d+)")
+
+# exit codes of ranks torn down by others: SIGABRT from the NCCL watchdog, SIGTERM from the launcher
+_COLLATERAL_EXIT = {-6, -15, 143, 134}
+
+
+class RankEvent(BaseModel):
+    """The first failure of one kind seen on one rank."""
+
+    model_config = ConfigDict(extra="forbid")
+    rank: str
+    line: int = Field(ge=1)
+    kind: EventKind
+    text: str
+    time: str | None = Field(default=None, description="timestamp as written in the input")
+    seconds: float | None = Field(default=None, description="sortable time (no year), when there is one")
+    exitcode: int | None = None
+
+
+class Timeline(BaseModel):
+    """First failing rank and the failures that followed it (only built when several ranks report)."""
+
+    model_config = ConfigDict(extra="forbid")
+    events: list[RankEvent] = Field(default=[], description="first event per rank and kind, in time order")
+    first_failure: RankEvent | None = None
+    consequences: list[RankEvent] = Field(default=[], description="timeouts and tear-downs on other ranks after it")
+    launcher_root: str | None = Field(default=None, description="the rank torchrun's summary calls the root cause")
+    gap_seconds: float | None = Field(default=None, description="from the first failure to the first timeout")
+
+    @property
+    def ranks(self) -> list[str]:
+        return sorted({e.rank for e in self.events}, key=_rank_key)
+
+
+def _rank_key(r: str) -> tuple[int, str]:
+    return (int(r), "") if r.isdigit() else (10**9, r)
+
+
+def _time(text: str) -> tuple[str | None, float | None]:
+    m = _ISO.search(text)
+    if m:
+        _y, mo, d, h, mi, s = (int(g) for g in m.groups())
+        return m.group(0), ((mo * 31 + d) * 24 + h) * 3600 + mi * 60 + s
+    m = _GLOG.search(text)
+    if m:
+        mo, d, h, mi, s = (int(g) for g in m.groups())
+        return m.group(0)[1:], ((mo * 31 + d) * 24 + h) * 3600 + mi * 60 + s
+    return None, None
+
+
+def classify(body: str) -> EventKind | None:
+    """What a line says about its rank: an error, a timeout, a consequence of another failure, or nothing."""
+    if _TIMEOUT.search(body):
+        return "timeout"
+    if _COLLATERAL.search(body):
+        return "collateral"
+    if _ERROR.search(body) and not _NOT_ERROR.search(body):
+        return "error"
+    return None
+
+
+def _table_events(lines: list[KeptLine]) -> tuple[list[RankEvent], str | None]:
+    """Entries of torchrun's failure table (``Failures:`` and ``Root Cause``): rank, time, exit code."""
+    events: list[RankEvent] = []
+    root: str | None = None
+    in_root = False
+    entry: dict[str, str] = {}
+    entry_line = 0
+
+    def close() -> None:
+        nonlocal root
+        if "rank" not in entry:
+            return
+        rm = _RANKNUM.search(entry["rank"])
+        if rm is None:
+            return
+        em = _EXITNUM.search(entry.get("exitcode", ""))
+        code = int(em.group(1)) if em else None
+        when = entry.get("time")
+        _, seconds = _time(when or "")
+        kind: EventKind = "collateral" if code in _COLLATERAL_EXIT else "error"
+        events.append(RankEvent(rank=rm.group(1), line=entry_line, kind=kind, text=f"exitcode {entry.get('exitcode', '?')}",
+                                time=when, seconds=seconds, exitcode=code))
+        if in_root and root is None:
+            root = rm.group(1)
+
+    for kl in lines:
+        body = kl.body
+        if _ROOT.search(body):
+            close()
+            entry, in_root = {}, True
+            continue
+        if _ENTRY.search(body):
+            close()
+            entry, entry_line = {}, kl.number
+            continue
+        m = _FIELD.search(body)
+        if m and entry_line:
+            entry.setdefault(m.group(1), m.group(2))
+    close()
+    return events, root
+
+
+def build(lines: list[KeptLine]) -> Timeline | None:
+    """The timeline of ``lines``, or ``None`` when fewer than two ranks report anything."""
+    first: dict[tuple[str, str], RankEvent] = {}
+    last_time: dict[str, tuple[str | None, float | None]] = {}
+    for kl in lines:
+        if kl.rank is None or len(kl.body) > 4000:
+            continue
+        when, seconds = _time(kl.body)
+        if seconds is None:  # a line without a stamp happened at (or after) the rank's last stamp
+            when, seconds = last_time.get(kl.rank, (None, None))
+        else:
+            last_time[kl.rank] = (when, seconds)
+        kind = classify(kl.body)
+        if kind is None:
+            continue
+        key = (kl.rank, kind)
+        if key in first:
+            continue
+        first[key] = RankEvent(rank=kl.rank, line=kl.number, kind=kind, text=kl.body.strip()[:300], time=when,
+                               seconds=seconds)
+    table, root = _table_events(lines)
+    for ev in table:  # the launcher's table fills in ranks whose own output was not captured
+        key = (ev.rank, ev.kind)
+        if key not in first:
+            first[key] = ev
+    events = list(first.values())
+    if len({e.rank for e in events}) < 2:
+        return None
+    timed = all(e.seconds is not None for e in events)
+    events.sort(key=lambda e: (e.seconds, e.line) if timed else (e.line, 0))
+    errors = [e for e in events if e.kind == "error"]
+    failure = errors[0] if errors else None
+    consequences: list[RankEvent] = []
+    gap = None
+    if failure is not None:
+        after = events[events.index(failure) + 1:]
+        consequences = [e for e in after if e.rank != failure.rank and e.kind in ("timeout", "collateral")]
+        timeouts = [e for e in consequences if e.kind == "timeout" and e.seconds is not None]
+        if timeouts and failure.seconds is not None:
+            gap = timeouts[0].seconds - failure.seconds
+    return Timeline(events=events, first_failure=failure, consequences=consequences, launcher_root=root,
+                    gap_seconds=gap)
+
+
+def _ranks(events: list[RankEvent]) -> str:
+    ranks = sorted({e.rank for e in events}, key=_rank_key)
+    return ", ".join(ranks[:6]) + (f" and {len(ranks) - 6} more" if len(ranks) > 6 else "")
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def describe(tl: Timeline, lang: str = "en") -> str | None:
+    """One or two sentences: which rank failed first, what followed, and whether the launcher's root is it."""
+    f = tl.first_failure
+    if f is None:
+        return None
+    at = f" {f.time}" if f.time else ""
+    timeouts = [e for e in tl.consequences if e.kind == "timeout"]
+    torn = [e for e in tl.consequences if e.kind == "collateral" and e.rank not in {t.rank for t in timeouts}]
+    if lang == "zh":
+        out = f"rank {f.rank} 最先出错（第 {f.line} 行{('，' + f.time) if f.time else ''}）"
+        if timeouts:
+            later = f"{_duration(tl.gap_seconds)}后" if tl.gap_seconds else "随后"
+            out += f"；rank {_ranks(timeouts)} {later}才超时，这些超时是结果而不是原因"
+        if torn:
+            out += f"；rank {_ranks(torn)} 是被连带终止的"
+        if tl.launcher_root is not None and tl.launcher_root != f.rank:
+            out += f"。torchrun 的 “Root Cause” 写的是 rank {tl.launcher_root}，那只是启动器最先观察到的失败，不是最早的失败"
+        return out + "。"
+    out = f"rank {f.rank} failed first (line {f.line}{',' + at if at else ''})"
+    if timeouts:
+        later = f"{_duration(tl.gap_seconds)} later" if tl.gap_seconds else "afterwards"
+        out += (f"; rank{'s' if len({e.rank for e in timeouts}) > 1 else ''} {_ranks(timeouts)} timed out {later} — "
+                "consequences of that failure, not its cause")
+    if torn:
+        out += f"; rank{'s' if len({e.rank for e in torn}) > 1 else ''} {_ranks(torn)} were torn down after it"
+    if tl.launcher_root is not None and tl.launcher_root != f.rank:
+        out += (f". torchrun's 'Root Cause' names rank {tl.launcher_root}: that is only the first failure the "
+                "launcher observed, not the first failure")
+    return out + "."
