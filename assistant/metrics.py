@@ -20,7 +20,7 @@ from statistics import median
 
 import re2
 
-from assistant.models import MetricFinding, MetricsReport, SeriesSummary
+from assistant.models import MetricFinding, MetricsReport, SeriesPoint, SeriesSummary
 
 WINDOW = 50  # rolling window for medians
 MIN_POINTS = 5  # a finding needs at least this much history...
@@ -37,6 +37,7 @@ RECENT = 5  # points that must stay low for a drop to count as sustained
 LOW_GPU_UTIL = 40.0  # percent
 MAX_FINDINGS_PER_KIND = 5
 SHORT_SERIES = 60  # rate series this short are re-checked as a whole at the end
+MAX_SAMPLES = 512  # points kept per series for trends and plots: every k-th, k doubling as the series grows
 
 # A prefilter for lines worth parsing (used by the one-pass scanner).
 # Lines with only step/lr (e.g. DeepSpeed's per-rank "step=…, lr=[…]") are not parsed: they carry
@@ -177,6 +178,17 @@ class _Series:
     trend: deque = field(default_factory=lambda: deque(maxlen=GROWTH_RUN + 1))
     grew: bool = False
     early: list = field(default_factory=list)  # first SHORT_SERIES points (value, step, line, text) of rate series
+    samples: list = field(default_factory=list)  # (step or entry index, value, line): at most MAX_SAMPLES, evenly thinned
+    stride: int = 1
+
+    def sample(self, step: float | None, value: float, line: int) -> None:
+        """Keep every ``stride``-th point; when full, drop every other one and double the stride."""
+        if (self.points - 1) % self.stride:
+            return
+        self.samples.append((step if step is not None else float(self.points), value, line))
+        if len(self.samples) >= MAX_SAMPLES:
+            self.samples = self.samples[::2]
+            self.stride *= 2
 
 
 class MetricsAnalyser:
@@ -315,6 +327,7 @@ class MetricsAnalyser:
         if s.first_step is None:
             s.first_step = step
         s.last_step, s.last_value = step, value
+        s.sample(step, value, number)
         if not math.isfinite(value):
             return
         if name in THROUGHPUT_KEYS or name == "it/s":
@@ -421,6 +434,7 @@ class MetricsAnalyser:
             s = self.series["gpu_util"] = _Series("gpu_util", rank)
         s.points += 1
         s.last_value = value
+        s.sample(None, value, number)
         s.window.append(value)
         self.formats.add("nvidia-smi")
         if value < LOW_GPU_UTIL and self._first_low_util is None:
@@ -479,7 +493,9 @@ class MetricsAnalyser:
         summaries = [
             SeriesSummary(name=s.name, points=s.points, first_step=s.first_step, last_step=s.last_step,
                           last_value=s.last_value if s.last_value is None or math.isfinite(s.last_value) else None,
-                          median=median(s.window) if s.window else None)
+                          median=median(s.window) if s.window else None,
+                          samples=[SeriesPoint(step=st, value=v if math.isfinite(v) else None, line=ln)
+                                   for st, v, ln in s.samples])
             for s in self.series.values()
         ]
         return MetricsReport(series=summaries, findings=findings, formats=sorted(self.formats),

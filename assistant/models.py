@@ -98,6 +98,12 @@ class TracebackInfo(_Model):
     failed_rank: str | None = None
 
 
+class SeriesPoint(_Model):
+    step: float = Field(description="the logged step, or the entry's index when the log has no step")
+    value: float | None = Field(description="None where the value was NaN or infinite")
+    line: int = Field(description="input line it was read from")
+
+
 class SeriesSummary(_Model):
     name: str
     points: int
@@ -105,6 +111,8 @@ class SeriesSummary(_Model):
     last_step: float | None = None
     last_value: float | None = None
     median: float | None = None
+    samples: list[SeriesPoint] = Field(
+        default=[], description="at most 512 points, evenly thinned from the whole series (for trends and plots)")
 
 
 class MetricFinding(_Model):
