@@ -20,6 +20,11 @@ LABELS = {
         "causes": "Likely causes in this case", "likelihood": "rated likelihood", "check": "check",
         "fixes": "What to do first", "steps": "How to confirm", "follow_up": "To narrow it down",
         "dont": "Don't (only hides the problem)",
+        "left_out": "Left out for this case", "more_lines": "and {n} similar line(s)",
+        "answer_how": "reply in chat, or add `--answer {id}=<{opts}>`",
+        "readings": "What the numbers say", "trends": "Trends",
+        "healthy_title": "This looks healthy",
+        "healthy": "No failure signature and nothing abnormal in the metrics. What was checked:",
         "others": "Other possibilities", "related": "Related sections", "sources": "Sources",
         "guide": "customer guide", "runbook": "team runbook", "notices": "Notes",
         "abstain_title": "No confident match",
@@ -55,6 +60,11 @@ LABELS = {
         "causes": "本例中可能的原因", "likelihood": "来源给出的概率", "check": "检测",
         "fixes": "先做什么", "steps": "如何确认", "follow_up": "需要确认",
         "dont": "不要这样做（只会掩盖问题）",
+        "left_out": "本例中排除的建议", "more_lines": "以及 {n} 行类似的内容",
+        "answer_how": "在对话中直接回复，或加上 `--answer {id}=<{opts}>`",
+        "readings": "输入中的数字说明了什么", "trends": "趋势",
+        "healthy_title": "看起来一切正常",
+        "healthy": "没有发现失败特征，指标也没有异常。检查了以下内容：",
         "others": "其他可能", "related": "相关章节", "sources": "来源",
         "guide": "客户指南", "runbook": "团队手册", "notices": "说明",
         "abstain_title": "没有可信的匹配",
@@ -81,6 +91,9 @@ LABELS = {
 _MARKER = re.compile(r"\[(\d{1,3})\]")  # applied to bounded, already-validated LLM output only
 MAX_FIXES = 5
 MAX_QUOTE = 160
+MAX_EVIDENCE = 4  # decisive lines shown; the rest are summarised ("and N similar") and kept in --json
+_CJK = re.compile(r"[\u3400-\u9fff]")
+_DIGITS = re.compile(r"\d+")
 
 
 def code_span(text: str) -> str:
@@ -98,22 +111,54 @@ def _line_label(lang: str, n: int) -> str:
     return f"第 {n} 行" if lang == "zh" else f"line {n}"
 
 
-def _fix(lines: list[str], fix: FixView) -> None:
+def _code_lines(code: str, lang: str) -> list[str]:
+    """The code's lines; in an English answer, comments written in Chinese are left out (the step's
+    title already says it in English)."""
+    out = []
+    for ln in code.splitlines():
+        if lang != "zh" and _CJK.search(ln):
+            head, hash_, comment = ln.partition("#")
+            if hash_ and _CJK.search(comment) and not _CJK.search(head):
+                if not head.strip():
+                    continue  # a whole-line Chinese comment
+                ln = head.rstrip()
+        out.append(ln)
+    return out
+
+
+def _fix(lines: list[str], fix: FixView, lang: str = "en") -> None:
     text = fix.text
-    if text and fix.code and text.strip("# ") in fix.code.code:  # the step is just the code's own comment
-        text = None
+    code = _code_lines(fix.code.code, lang) if fix.code else []
+    if text and code and code[0].strip().lstrip("#").strip() == text.strip("# "):
+        code = code[1:]  # the step's title is the code's own first comment: say it once, as the title
     if text:  # the guide numbers some steps itself ("1. 检测 NaN"); the list already numbers them
         number, dot, rest = text.partition(". ")
         if dot and number.isdigit() and rest:
             text = rest
     head = f"{fix.priority}. {text}" if text else f"{fix.priority}."
     lines.append(f"{head} {_m(fix.cite)}")
-    if fix.code:
-        lang = "bash" if fix.code.language == "shell" else fix.code.language
+    if fix.code and any(ln.strip() for ln in code):
+        language = "bash" if fix.code.language == "shell" else fix.code.language
         lines.append("")
-        lines.append(f"   ```{lang}")
-        lines.extend(f"   {ln}" if ln else "" for ln in fix.code.code.splitlines())
+        lines.append(f"   ```{language}")
+        lines.extend(f"   {ln}" if ln else "" for ln in code)
         lines.append("   ```")
+
+
+def _decisive(evidence: list) -> tuple[list, int]:
+    """At most MAX_EVIDENCE lines: strong ones first, one per shape (numbers and rank ignored), in line
+    order; and how many were left out."""
+    seen: set[tuple[str, str]] = set()
+    picked = []
+    for ev in sorted(evidence, key=lambda e: (e.strength != "strong", e.line)):
+        shape = (_DIGITS.sub("#", ev.text.strip()), ev.source)
+        if shape in seen:
+            continue
+        seen.add(shape)
+        picked.append(ev)
+        if len(picked) == MAX_EVIDENCE:
+            break
+    return sorted(picked, key=lambda e: e.line), len(evidence) - len(picked)
 
 
 def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: bool) -> None:
@@ -126,10 +171,17 @@ def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: boo
         lines.append("")
     if c.evidence:
         lines.append(f"**{L['evidence']}**")
-        for ev in c.evidence:
+        shown, more = _decisive(c.evidence)
+        for ev in shown:
             rank = f" ({L['rank']} {ev.rank})" if ev.rank is not None else ""
             text = ev.text if len(ev.text) <= 300 else ev.text[:300] + "…"
             lines.append(f"- {_line_label(lang, ev.line)}{rank}: {code_span(text)}")
+        if more:
+            lines.append(f"- … {L['more_lines'].format(n=more)}")
+        lines.append("")
+    if c.readings:
+        lines.append(f"**{L['readings']}**")
+        lines.extend(f"- {x}" for x in c.readings)
         lines.append("")
     if c.causes:
         lines.append(f"**{L['causes']}**")
@@ -145,17 +197,22 @@ def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: boo
     if c.fixes:
         lines.append(f"**{L['fixes']}**")
         for fix in c.fixes[:MAX_FIXES]:
-            _fix(lines, fix)
+            _fix(lines, fix, lang)
         lines.append("")
     if c.dont:
         lines.append(f"**{L['dont']}**")
         for d in c.dont:
             lines.append(f"- {d.text} — {d.why} {_m(d.cite)}")
         lines.append("")
+    if c.left_out:
+        lines.append(f"**{L['left_out']}**")
+        for x in c.left_out:
+            lines.append(f"- {x.text} — {x.reason} {_m(x.cite)}")
+        lines.append("")
     if c.diagnosis_steps and c.route != "retrieval":
         lines.append(f"<details><summary>{L['steps']}</summary>\n" if html else f"**{L['steps']}**")
         for step in c.diagnosis_steps:
-            _fix(lines, step)
+            _fix(lines, step, lang)
         lines.append("\n</details>\n" if html else "")
 
 
@@ -180,7 +237,8 @@ def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
             lines.append(f"**{L['follow_up']}**")
             for fu in d.follow_up:
                 q = fu.question_zh if lang == "zh" else fu.question_en
-                lines.append(f"- {q} ({' / '.join(fu.options)})")
+                how = L["answer_how"].format(id=fu.id, opts="|".join(fu.options))
+                lines.append(f"- {q} ({' / '.join(fu.options)}) — {how}")
             lines.append("")
         if len(d.candidates) > 1:
             lines.append(f"**{L['others']}**")
@@ -189,6 +247,13 @@ def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
             lines.append("")
     elif not d.abstained:
         lines.append(f"## {L['answer']}")
+        lines.append("")
+    elif d.healthy and d.metrics is not None:
+        lines.append(f"## {L['healthy_title']}")
+        lines.append("")
+        lines.append(L["healthy"])
+        for sr in d.metrics.series:
+            lines.append("- " + _checked(sr, lang))
         lines.append("")
     elif d.out_of_domain:
         lines.append(f"## {L['outside_title']}")
@@ -235,8 +300,30 @@ def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
             who = L["guide"] if c.source_kind == "guide" else L["runbook"]
             quote = " ".join(c.quote.split())
             quote = quote if len(quote) <= MAX_QUOTE else quote[:MAX_QUOTE] + "…"
-            out.append(f"[{new_n}] {c.label()} — {who}: “{quote}”  ")  # trailing "  ": Markdown line break
+            out.append(f"[{new_n}] {source_label(c, d, lang)} — {who}: “{quote}”  ")  # "  ": Markdown line break
     return "\n".join(out).rstrip() + "\n", len(order)  # rstrip drops the last line break
+
+
+def _checked(sr, lang: str) -> str:
+    """One line of what was checked in a series of a healthy log."""
+    span = ""
+    if sr.first_step is not None and sr.last_step is not None:
+        span = (f"，第 {sr.first_step:g}–{sr.last_step:g} 步" if lang == "zh" else f", steps {sr.first_step:g}–{sr.last_step:g}")
+    last = "" if sr.last_value is None else (f"，最后一个值 {sr.last_value:.4g}" if lang == "zh" else f", last {sr.last_value:.4g}")
+    if lang == "zh":
+        return f"`{sr.name}`：{sr.points} 个点{span}{last}；没有 NaN/inf、尖峰、爆炸或持续变慢"
+    return f"`{sr.name}`: {sr.points} points{span}{last}; no NaN/inf, spike, explosion or sustained slowdown"
+
+
+def source_label(c, d: Diagnosis, lang: str = "en") -> str:
+    """``Title §section heading, lines a–b (file)``: the document as people know it, the file for the record."""
+    title = d.source_titles.get(c.source)
+    if not title:
+        return c.label()
+    span = (f"第 {c.start_line} 行" if c.start_line == c.end_line else f"第 {c.start_line}–{c.end_line} 行") if lang == "zh" \
+        else (f"line {c.start_line}" if c.start_line == c.end_line else f"lines {c.start_line}–{c.end_line}")
+    section = c.heading if c.source_kind == "runbook" else f"§{c.section} {c.heading}"
+    return f"{title} {section}, {span} ({c.source})"
 
 
 def _m(cite: int) -> str:

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from assistant.cases import EMPTY, CaseVotes, case_memory
-from assistant.compose import compose
+from assistant.compose import compose, healthy_log
 from assistant.config import Settings
 from assistant.diagnosis import Diagnosis, Lang
 from assistant.errors import InputError, TrainfixError
@@ -117,6 +117,9 @@ class Assistant:
         # A long post in words (title, paragraphs, a short snippet) is searched like prose too.
         wordy = prose or prose_share(text) >= WORDY_SHARE
         warnings: list[str] = []
+        if not prose and healthy_log(result):  # nothing is wrong in it: resemblance to past failures must not say otherwise
+            return compose(result, self.knowledge, lang=lang, ranking=rank(result, EMPTY), calibration=self.calibration,
+                           answers=answers, tree=self._engine().tree)
         votes = self._votes(text, warnings)
         preliminary = rank(result, votes, prose=wordy, short=prose)
         hits: list = []

@@ -22,13 +22,14 @@ from assistant.diagnosis import (
     FixView,
     IncidentView,
     Lang,
+    LeftOutView,
     PassageView,
 )
 from assistant.knowledge import Knowledge
 from assistant.models import Candidate, Evidence, RankedCause, Triage
 from assistant.ranking import Calibration, Ranking, rank
 from assistant.redact import redact
-from assistant.tree import TextSignals, TreeData, follow_ups, rank_causes
+from assistant.tree import Contradiction, TextSignals, TreeData, follow_ups, rank_causes
 from kb.schema import Citation, Fix, Record, Step
 
 # Score for a cause the decision tree did not rank (e.g. a runbook cause it has no rule for).
@@ -93,9 +94,26 @@ def _fix_view(item: Fix | Step, priority: int, lang: Lang, cites: Citations) -> 
                    cite=cites.add(item.citation))
 
 
-def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations) -> tuple[list[FixView], list[DontView]]:
+def _said(fix: Fix) -> str:
+    """Everything a fix says (both languages and its code), for dead-end and contradiction patterns."""
+    return " ".join(filter(None, (fix.text.zh, fix.text.en) if fix.text else ())) + "\n" + (fix.code.code if fix.code else "")
+
+
+def _ruled_out(fix: Fix, ruled: Sequence[Contradiction], dropped: dict[str, Contradiction]) -> Contradiction | None:
+    """The contradiction that rules ``fix`` out: it names the fix, or every cause the fix acts on is dropped."""
+    said = _said(fix)
+    hit = next((c for c in ruled if any(re2.search(p, said) for p in c.fixes)), None)
+    if hit is None and fix.addresses and all(a in dropped for a in fix.addresses):
+        hit = dropped[fix.addresses[0]]
+    return hit
+
+
+def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations,
+           ruled: Sequence[Contradiction] = (), dropped: dict[str, Contradiction] | None = None,
+           ) -> tuple[list[FixView], list[DontView], list[LeftOutView]]:
     """Fixes acting on the likeliest causes first (in cause order), then the rest in the source's order;
-    fixes that are a known dead end are taken out and shown with the dead end as "don't"."""
+    fixes that are a known dead end are taken out and shown with the dead end as "don't"; fixes a fact
+    of this case rules out are left out, with the reason."""
     def key(fix: Fix) -> tuple[int, int]:
         hits = [top_causes.index(c) for c in fix.addresses if c in top_causes]
         return (min(hits) if hits else len(top_causes), fix.priority)
@@ -103,10 +121,16 @@ def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations) 
     ends = [(d, [re2.compile(p) for p in d.matches]) for d in record.dead_ends]
     covered: dict[int, list[Fix]] = {}
     kept: list[Fix] = []
+    left_out: list[LeftOutView] = []
     for fix in record.fixes:
-        said = " ".join(filter(None, (fix.text.zh, fix.text.en) if fix.text else ())) + "\n" + (fix.code.code if fix.code else "")
+        said = _said(fix)
         hit = next((i for i, (_, pats) in enumerate(ends) if any(p.search(said) for p in pats)), None)
-        if hit is None:
+        ruling = _ruled_out(fix, ruled, dropped or {})
+        if ruling is not None:
+            text = (fix.text.get(lang) if fix.text else None) or (fix.code.code.splitlines()[0] if fix.code else "")
+            left_out.append(LeftOutView(kind="fix", text=text, reason=ruling.reason_zh if lang == "zh" else ruling.reason,
+                                        cite=cites.add(fix.citation)))
+        elif hit is None:
             kept.append(fix)
         else:
             covered.setdefault(hit, []).append(fix)
@@ -114,22 +138,33 @@ def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations) 
     dont = [DontView(text=d.text.get(lang), why=d.why.get(lang), cite=cites.add(d.citation),
                      fixes=[cites.add(f.citation) for f in covered.get(i, [])])
             for i, (d, _) in enumerate(ends)]
-    return fixes, dont
+    return fixes, dont, left_out
 
 
 def candidate_view(
     record: Record, ranked_causes: Sequence[RankedCause], lang: Lang, cites: Citations, *,
     confidence: float, route: str, evidence: list[Evidence],
+    ruled: Sequence[Contradiction] = (),
 ) -> CandidateView:
-    """One candidate with the record's knowledge, causes ranked for this case."""
-    causes = _causes(record, ranked_causes, lang, cites)
+    """One candidate with the record's knowledge, causes ranked for this case; ``ruled``: the
+    contradictions this case's facts trigger (their causes and fixes are left out, with the reason)."""
+    dropped = {cause: c for c in ruled for cause in c.causes}
+    causes = []
+    left_out = []
+    for view in _causes(record, ranked_causes, lang, cites):
+        if view.id in dropped:
+            c = dropped[view.id]
+            left_out.append(LeftOutView(kind="cause", text=view.text, reason=c.reason_zh if lang == "zh" else c.reason,
+                                        cite=view.cite))
+        else:
+            causes.append(view)
     top = [c.id for c in causes[:2]]
-    fixes, dont = _fixes(record, top, lang, cites)
+    fixes, dont, fixes_out = _fixes(record, top, lang, cites, ruled, dropped)
     return CandidateView(
         failure_mode=record.failure_mode, category=record.category, title=record.title.get(lang),
         confidence=round(confidence, 3), route=route, evidence=evidence,
         symptoms=[s.text.get(lang) for s in record.symptoms],
-        causes=causes, fixes=fixes, dont=dont,
+        causes=causes, fixes=fixes, dont=dont, left_out=left_out + fixes_out,
         diagnosis_steps=[_fix_view(s, i, lang, cites) for i, s in enumerate(record.diagnosis, start=1)],
         cites=[cites.add(c) for c in record.citations],
     )
@@ -178,8 +213,9 @@ def compose(
         route = cand.route if cand is not None and r.route == "triage" else r.route
         confidence = calibration(r.raw) if calibration is not None else r.raw
         view = candidate_view(record, causes, lang, cites, confidence=min(confidence, 0.99), route=route,
-                              evidence=evidence)
+                              evidence=evidence, ruled=tree.contradictions(r.mode, result.facts) if tree else ())
         view.score = round(min(r.raw, 1.0), 4)
+        view.readings = _readings(result, r.mode, lang)
         if cand is not None and cand.note:
             view.note = _root_note(cand, lang, named=result.timeline is not None and result.timeline.first_failure is not None)
         views.append(view)
@@ -200,6 +236,7 @@ def compose(
         candidates=views, abstained=not views and not (answered_by_passage and passages),
         follow_up=follow if views else [],
         passages=passages, citations=cites.items, routes=routes,
+        source_titles={c.source: knowledge.titles[c.source] for c in cites.items if c.source in knowledge.titles},
         facts=dict(result.facts), answers=dict(answers or {}), metrics=result.metrics,
         similar=_similar(neighbours),
         timeline=_redacted_timeline(result.timeline),
@@ -208,7 +245,39 @@ def compose(
                                          strength=h.strength)
                                 for h in result.outside[:3]] if declined else [],
         notices=notices, warnings=list(result.warnings) + list(extra_warnings),
+        healthy=not views and healthy_log(result),
     )
+
+
+# Which modes a trend speaks to.
+_TREND_MODES = {
+    "growth": {"slow-training", "low-gpu-utilization", "cpu-oom", "cuda-oom"},
+    "decline": {"slow-training", "low-gpu-utilization", "communication-bottleneck"},
+    "periodic": {"loss-spike", "gradient-explosion", "nan-loss"},
+    "collapse": {"nan-loss", "loss-spike", "gradient-explosion"},
+    "precursor": {"gradient-explosion", "nan-loss", "loss-spike"},
+}
+
+
+def _readings(result: Triage, mode: str, lang: Lang) -> list[str]:
+    """Readings of the input's numbers and metric trends that speak to ``mode``, in ``lang``."""
+    out = [(r.zh if lang == "zh" else r.en) for r in result.readings if mode in r.modes]
+    if result.metrics is not None:
+        out += [(t.zh if lang == "zh" else t.en) for t in result.metrics.trends if mode in _TREND_MODES[t.kind]]
+    return [redact(x).text for x in out]
+
+
+HEALTHY_POINTS = 10  # a log needs this many training metric points to be called healthy
+
+
+def healthy_log(result: Triage) -> bool:
+    """A training log with a real metric series, no finding, no trend, no traceback, no failure mode and
+    nothing out of domain: it is answered as healthy (with what was checked), never by resemblance."""
+    m = result.metrics
+    if m is None or result.candidates or result.tracebacks or result.outside or result.readings:
+        return False
+    return not m.findings and not m.trends and any(
+        s.name in ("loss", "grad_norm") and s.points >= HEALTHY_POINTS for s in m.series)
 
 
 def _redacted_timeline(tl):

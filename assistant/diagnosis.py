@@ -59,6 +59,15 @@ class DontView(_Model):
     fixes: list[int] = Field(default=[], description="citations of the fixes it covers, moved out of the fix list")
 
 
+class LeftOutView(_Model):
+    """A cause or fix of the record that a fact of this case rules out."""
+
+    kind: Literal["cause", "fix"]
+    text: str
+    reason: str
+    cite: int = Field(ge=1)
+
+
 class CandidateView(_Model):
     """One failure mode the input points to, with everything needed to act on it."""
 
@@ -74,6 +83,8 @@ class CandidateView(_Model):
     fixes: list[FixView] = []
     diagnosis_steps: list[FixView] = Field(default=[], description="checks to run, in the source's order")
     dont: list[DontView] = Field(default=[], description="dead ends: advice that only hides this problem, with why")
+    left_out: list[LeftOutView] = Field(default=[], description="causes and fixes a fact of this case rules out")
+    readings: list[str] = Field(default=[], description="what the input's numbers and metric trends say about this case")
     cites: list[int] = Field(default=[], description="citations of the record's sections")
     note: str | None = Field(default=None, description="why this is the root cause of other evidenced modes")
 
@@ -117,6 +128,8 @@ class Diagnosis(_Model):
     follow_up: list[FollowUp] = []
     passages: list[PassageView] = []
     citations: list[Citation] = []
+    healthy: bool = Field(default=False, description="a training log with metrics and no sign of any failure")
+    source_titles: dict[str, str] = Field(default={}, description="cited source file -> the document's title")
     routes: list[str] = Field(default=[], description="stages that contributed, in order")
     facts: dict[str, str] = Field(default={}, description="what the input or the user's answers settled")
     answers: dict[str, str] = Field(default={}, description="follow-up answers applied to this diagnosis")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb.schema import Passage, Record
@@ -16,14 +17,24 @@ GENERIC = 5
 class Knowledge:
     records: dict[str, Record]
     passages: dict[str, Passage]
+    titles: dict[str, str] = field(default_factory=dict)  # source file -> the document's title
 
     @classmethod
     def load(cls, records_dir: Path) -> Knowledge:
         """Read ``kb/records``; raises :class:`~assistant.errors.KnowledgeBaseError` when it is missing."""
         records = {r.failure_mode: r for r in load_records(records_dir)}
         passages = {p.id: p for p in load_passages(records_dir)}
-        return cls(records=records, passages=passages)
+        return cls(records=records, passages=passages, titles=_titles(records_dir / "manifest.json"))
 
     def passages_for(self, mode: str) -> list[Passage]:
         """Passages specifically relevant to ``mode`` (not overviews that list every mode), in id order."""
         return [p for p in self.passages.values() if mode in p.failure_modes and len(p.failure_modes) <= GENERIC]
+
+
+def _titles(manifest: Path) -> dict[str, str]:
+    """Source titles from the ingest manifest; an old or missing manifest only costs the titles."""
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        return {s["file"]: s["title"] for s in data.get("sources", []) if s.get("title")}
+    except (OSError, ValueError, TypeError, KeyError):
+        return {}

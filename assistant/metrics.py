@@ -69,6 +69,7 @@ LOSS_KEYS = {"loss", "lm loss", "lm_loss", "total_loss", "train/loss", "training
 GRAD_KEYS = {"grad_norm", "grad norm", "gnorm", "grad-norm", "gradient_norm", "total_norm", "global_grad_norm",
              "train/grad_norm", "gradnorm", "global_norm", "grad_l2_norm", "gradient norm", "grad_norm_total"}
 LR_KEYS = {"learning_rate", "learning rate", "lr", "train/learning_rate"}
+LOSS_SCALE_KEYS = {"loss scale", "loss_scale", "loss-scale", "cur_scale", "current loss scale", "train/loss_scale"}
 STEP_KEYS = {"step", "global_step", "steps", "global step", "iter", "iteration", "train/global_step"}
 THROUGHPUT_KEYS = {"samples_per_second", "samples/sec", "samples/s", "currsamplespersec", "runningavgsamplespersec",
                    "tokens_per_sec", "tokens/s", "tokens_per_second", "tok/s", "throughput", "tflops",
@@ -88,7 +89,7 @@ def _num(text: str) -> float | None:
         return None
 
 
-KNOWN_KEYS = LOSS_KEYS | GRAD_KEYS | LR_KEYS | STEP_KEYS | THROUGHPUT_KEYS | STEP_TIME_KEYS | {"epoch"}
+KNOWN_KEYS = LOSS_KEYS | GRAD_KEYS | LR_KEYS | LOSS_SCALE_KEYS | STEP_KEYS | THROUGHPUT_KEYS | STEP_TIME_KEYS | {"epoch"}
 
 
 def key_values(line: str) -> list[tuple[str, float]]:
@@ -181,11 +182,12 @@ class _Series:
     samples: list = field(default_factory=list)  # (step or entry index, value, line): at most MAX_SAMPLES, evenly thinned
     stride: int = 1
 
-    def sample(self, step: float | None, value: float, line: int) -> None:
-        """Keep every ``stride``-th point; when full, drop every other one and double the stride."""
+    def sample(self, step: float | None, value: float, line: int, text: tuple[str | None, str]) -> None:
+        """Keep every ``stride``-th point (with its line's rank and text, for evidence); when full, drop every
+        other one and double the stride."""
         if (self.points - 1) % self.stride:
             return
-        self.samples.append((step if step is not None else float(self.points), value, line))
+        self.samples.append((step if step is not None else float(self.points), value, line, text))
         if len(self.samples) >= MAX_SAMPLES:
             self.samples = self.samples[::2]
             self.stride *= 2
@@ -253,6 +255,8 @@ class MetricsAnalyser:
                 values["grad_norm"] = v
             elif k in LR_KEYS:
                 values["learning_rate"] = v
+            elif k in LOSS_SCALE_KEYS:
+                values["loss_scale"] = v
             elif k in THROUGHPUT_KEYS:
                 values[k] = v
             elif k in STEP_TIME_KEYS:
@@ -327,7 +331,7 @@ class MetricsAnalyser:
         if s.first_step is None:
             s.first_step = step
         s.last_step, s.last_value = step, value
-        s.sample(step, value, number)
+        s.sample(step, value, number, self._line)
         if not math.isfinite(value):
             return
         if name in THROUGHPUT_KEYS or name == "it/s":
@@ -434,7 +438,7 @@ class MetricsAnalyser:
             s = self.series["gpu_util"] = _Series("gpu_util", rank)
         s.points += 1
         s.last_value = value
-        s.sample(None, value, number)
+        s.sample(None, value, number, self._line)
         s.window.append(value)
         self.formats.add("nvidia-smi")
         if value < LOW_GPU_UTIL and self._first_low_util is None:
@@ -495,11 +499,21 @@ class MetricsAnalyser:
                           last_value=s.last_value if s.last_value is None or math.isfinite(s.last_value) else None,
                           median=median(s.window) if s.window else None,
                           samples=[SeriesPoint(step=st, value=v if math.isfinite(v) else None, line=ln)
-                                   for st, v, ln in s.samples])
+                                   for st, v, ln, _ in s.samples])
             for s in self.series.values()
         ]
         return MetricsReport(series=summaries, findings=findings, formats=sorted(self.formats),
                              last_step=self.last_step, total_steps=self.total_steps)
+
+    def line_text(self, line: int) -> tuple[str | None, str]:
+        """(rank, text) of an input line a finding or a kept sample is on; ``(None, "")`` if not kept."""
+        if line in self.finding_lines:
+            return self.finding_lines[line]
+        for s in self.series.values():
+            for _, _, ln, text in s.samples:
+                if ln == line:
+                    return text
+        return None, ""
 
     def count(self, kind: str) -> int:
         """How many findings of ``kind`` were seen (including those not kept)."""

@@ -128,12 +128,42 @@ class MetricFinding(_Model):
     detail: str
 
 
+class Reading(_Model):
+    """What numbers on an input line say about this case (an OOM verdict, a token id vs the vocabulary…)."""
+
+    kind: str
+    modes: list[str] = Field(description="failure modes this reading is about")
+    line: int = Field(description="input line the numbers are on (the first, when several)")
+    en: str
+    zh: str
+    causes: dict[str, str] = Field(default={}, description="mode -> the cause these numbers point at")
+    against: dict[str, str] = Field(default={}, description="mode -> a cause these numbers speak against")
+    delta: float = Field(default=0.0, description="how much the pointed-at cause moves up (and the other down)")
+    why_en: str = Field(default="", description="the short reason shown next to the cause")
+    why_zh: str = ""
+
+
+class Trend(_Model):
+    """A metric's behaviour over many steps: steady growth or decline, a period, a collapse, a precursor."""
+
+    kind: Literal["growth", "decline", "periodic", "collapse", "precursor"]
+    series: str
+    start_step: float | None = None
+    end_step: float | None = None
+    line: int = Field(description="input line where it starts")
+    ratio: float | None = Field(default=None, description="last level / first level")
+    period: float | None = Field(default=None, description="steps between recurrences")
+    en: str
+    zh: str
+
+
 class MetricsReport(_Model):
     series: list[SeriesSummary] = []
     findings: list[MetricFinding] = []
     formats: list[str] = Field(default=[], description="log formats recognised (hf-dict, key-value, deepspeed, megatron, tqdm)")
     last_step: float | None = None
     total_steps: float | None = Field(default=None, description="planned total when a progress bar showed it")
+    trends: list[Trend] = []
 
 
 class Triage(_Model):
@@ -152,4 +182,5 @@ class Triage(_Model):
     input_lines: int = 0
     outside: list[OutsideHit] = Field(default=[], description="out-of-domain signatures seen, first line first")
     digest: str = Field(default="", description="the lines that matter (all of a short input), for similarity search")
+    readings: list[Reading] = Field(default=[], description="what numbers on input lines say about this case")
     timeline: Timeline | None = Field(default=None, description="first failing rank and what followed, for multi-rank output")

@@ -19,7 +19,7 @@ import re2
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from assistant.errors import KnowledgeBaseError
+from assistant.errors import InputError, KnowledgeBaseError
 from assistant.models import FollowUp, MetricsReport, RankedCause, TracebackInfo
 from assistant.signatures import Entry, _check_re2, _compiled
 from kb.taxonomy import MODE_IDS
@@ -28,6 +28,7 @@ from kb.yamlio import load_yaml
 EARLY_STEPS = 50  # a NaN at or before this step counts as 'within the first steps'
 EARLY_EPOCH = 0.05  # ... or at or before this epoch, when only the epoch is logged
 LATE_POINTS = 20  # this many finite loss values before the NaN show a run that was healthy for a while
+DEEP_STEPS = 500  # a log that reached this step shows a run deep into training (stage=deep)
 
 
 _CJK = re2.compile(r"[\p{Han}]")
@@ -135,12 +136,30 @@ class ModeTree(_M):
     ask: list[str] = []
 
 
+class Contradiction(_Reasoned):
+    """Advice ruled out when the case's facts are ``when``: causes by id, fixes by RE2 pattern."""
+
+    when: dict[str, str] = Field(min_length=1)
+    modes: list[str] = Field(default=[], description="modes it applies to (empty: every mode)")
+    causes: list[str] = []
+    fixes: list[str] = []
+
+    @field_validator("fixes")
+    @classmethod
+    def _re2(cls, v: list[str]) -> list[str]:
+        return [_check_re2(p, False) for p in v]
+
+    def applies(self, mode: str, facts: dict[str, str]) -> bool:
+        return (not self.modes or mode in self.modes) and all(facts.get(k) == v for k, v in self.when.items())
+
+
 class TreeData(_M):
     """The whole ``kb/tree.yaml``."""
 
     likelihood_base: dict[str, float]
     facts: dict[str, Fact]
     modes: dict[str, ModeTree]
+    contradicted: list[Contradiction] = []
 
     @model_validator(mode="after")
     def _consistent(self) -> TreeData:
@@ -163,7 +182,22 @@ class TreeData(_M):
             for fact in mt.ask:
                 if fact not in self.facts:
                     raise ValueError(f"{mode_id}: asks unknown fact {fact!r}")
+        known = {c.id for mt in self.modes.values() for c in mt.causes}
+        for c in self.contradicted:
+            for fact, value in c.when.items():
+                if fact not in self.facts or value not in self.facts[fact].options:
+                    raise ValueError(f"contradicted: condition {fact}={value} is not a fact option")
+            for m in c.modes:
+                if m not in MODE_IDS:
+                    raise ValueError(f"contradicted: unknown mode {m!r}")
+            for cause in c.causes:
+                if cause not in known:
+                    raise ValueError(f"contradicted: unknown cause {cause!r}")
         return self
+
+    def contradictions(self, mode: str, facts: dict[str, str]) -> list[Contradiction]:
+        """The entries of ``contradicted`` that this case's ``facts`` trigger for ``mode``."""
+        return [c for c in self.contradicted if c.applies(mode, facts)]
 
     def cause_ids(self) -> dict[str, list[str]]:
         """Mode id -> its cause ids, in tree order."""
@@ -280,6 +314,10 @@ def facts_from_analysis(
                     en = f"{en} after {finite_before} finite values"
                     zh = f"{zh}首次出现 NaN/inf，此前有 {finite_before} 个正常值"
                 reasons["nan-onset"] = Reason(en, zh)
+    if metrics is not None and metrics.last_step is not None and metrics.last_step >= DEEP_STEPS:
+        facts["stage"] = "deep"
+        reasons["stage"] = Reason(f"training logged up to step {metrics.last_step:g}",
+                                  f"训练日志已记录到第 {metrics.last_step:g} 步")
     for tb in tracebacks:
         if any(f.function.startswith("generate") or "generation/utils.py" in f.file for f in tb.frames):
             facts["oom-when"] = "inference"
@@ -335,7 +373,7 @@ def rank_causes(
     for cause, (boost, why) in rule_boosts.items():
         if cause in scores:
             scores[cause] += boost
-            reasons[cause].append(Reason(f"+{boost:.2f}: {why.en}", f"+{boost:.2f}：{why.zh}"))
+            reasons[cause].append(Reason(f"{boost:+.2f}: {why.en}", f"{boost:+.2f}：{why.zh}"))
     ranked = sorted(scores.items(), key=lambda kv: -kv[1])
     return [
         RankedCause(cause_id=c, score=round(min(0.99, max(0.01, s)), 3), reasons=[r.en for r in reasons[c]],
@@ -362,6 +400,16 @@ def follow_ups(tree: TreeData, modes: list[str], facts: dict[str, str], limit: i
             if len(out) >= limit:
                 return out
     return out
+
+
+def check_answers(tree: TreeData, answers: dict[str, str]) -> None:
+    """Raise :class:`InputError` for an answer to a question that does not exist or a reply naming no option."""
+    for fid, reply in answers.items():
+        fact = tree.facts.get(fid)
+        if fact is None:
+            raise InputError(f"unknown follow-up id {fid!r}; the questions are: {', '.join(tree.facts)}")
+        if parse_answer(fid, reply, tree) is None:
+            raise InputError(f"could not read {reply!r} as an answer to {fid!r}; answer one of: {', '.join(fact.options)}")
 
 
 def parse_answer(follow_up_id: str, text: str, tree: TreeData | None = None) -> str | None:

@@ -19,17 +19,20 @@ from pathlib import Path
 from assistant.causality import Causality, apply_links, load_causality
 from assistant.errors import InputError
 from assistant.metrics import METRIC_LINE_PATTERN, MetricsAnalyser
-from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, OutsideHit, TracebackInfo, Triage
+from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, OutsideHit, Reading, TracebackInfo, Triage
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
 from assistant.timeline import Timeline, describe
 from assistant.timeline import build as build_timeline
+from assistant.readings import read_numbers
 from assistant.tracebacks import KeptLine, extract
+from assistant.trends import find_trends
 from assistant.tree import (
     Reason,
     TextSignals,
     TreeData,
+    check_answers,
     facts_from_analysis,
     facts_from_text,
     follow_ups,
@@ -59,6 +62,14 @@ METRIC_CONFIDENCE = {
     "loss-spike": ("loss-spike", 0.6, "medium"),
     "throughput-drop": ("slow-training", 0.55, "medium"),
     "low-gpu-util": ("low-gpu-utilization", 0.55, "medium"),
+}
+# A trend over many steps is stronger evidence than one abnormal point.
+TREND_CONFIDENCE = {
+    "growth": ("slow-training", 0.75),
+    "decline": ("slow-training", 0.75),
+    "periodic": ("loss-spike", 0.85),
+    "collapse": ("nan-loss", 0.7),
+    "precursor": ("gradient-explosion", 0.9),
 }
 ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback
 MIN_CONFIDENCE = 0.3
@@ -275,6 +286,8 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         engine = engine_for(kb_dir)
     except Exception as err:  # noqa: BLE001 — without rules nothing can be recognised; say so
         return Triage(abstained=True, warnings=[f"signature rules could not be loaded: {err}"])
+    if answers:
+        check_answers(engine.tree, answers)  # a typo in an answer is the user's to fix, not a silent no-op
     scanner = Scanner(engine=engine)
     try:
         for raw in chunks:
@@ -322,10 +335,24 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
     except Exception as err:  # noqa: BLE001
         warnings.append(f"metrics stage failed: {err}")
 
+    readings: list[Reading] = []
+    try:
+        if metrics is not None:
+            metrics.trends = find_trends(metrics)
+        readings = read_numbers(kept, metrics.total_steps if metrics else None)
+    except Exception as err:  # noqa: BLE001
+        warnings.append(f"numbers stage failed: {err}")
+
     candidates: list[Candidate] = []
     boosts: dict[str, dict[str, tuple[float, Reason]]] = {}
     try:
         candidates, boosts = _candidates(engine, scanner, tracebacks, metrics)
+        for r in readings:  # the numbers point at a cause: the tree ranks it with the reading as its reason
+            why = Reason(r.why_en or r.en, r.why_zh or r.zh)
+            for mode, cause in r.causes.items():
+                boosts.setdefault(mode, {})[cause] = (r.delta, why)
+            for mode, cause in r.against.items():
+                boosts.setdefault(mode, {})[cause] = (-r.delta, why)
         if timeline is not None:
             candidates = _apply_timeline(timeline, candidates, boosts)
     except Exception as err:  # noqa: BLE001
@@ -355,6 +382,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         outside=sorted(scanner.outside.values(), key=lambda h: h.line),
         digest=_digest(kept, stats.lines),
         timeline=timeline,
+        readings=readings,
     )
 
 
@@ -411,6 +439,14 @@ def _candidates(
                 Evidence(line=f.line, text=display(text), match=f"{f.series}={f.value:g}",
                          source=f"metric:{f.kind}", rank=rank, strength=strength)
             )
+        for t in metrics.trends:
+            mode, conf = TREND_CONFIDENCE[t.kind]
+            slot = per_mode.setdefault(mode, {"confs": {}, "evidence": [], "route": "metrics", "boosts": {}})
+            slot["confs"][f"trend:{t.kind}"] = max(conf, slot["confs"].get(f"trend:{t.kind}", 0.0))
+            rank, text = scanner.metrics.line_text(t.line)
+            if text:
+                slot["evidence"].append(Evidence(line=t.line, text=display(text), match=f"{t.kind} of {t.series}",
+                                                 source=f"trend:{t.kind}", rank=rank, strength="strong"))
     out: list[Candidate] = []
     boosts: dict[str, dict[str, tuple[float, Reason]]] = {}
     for mode, slot in per_mode.items():

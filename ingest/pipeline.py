@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+import re2
 from pydantic import BaseModel, ConfigDict, Field
 
 from assistant.config import Settings
@@ -38,6 +39,7 @@ class SourceResult(_Model):
 
     file: str
     kind: Literal["guide", "runbook"]
+    title: str = Field(default="", description="the document's own title (its first heading or title line)")
     sha256: str
     lines: int
     records: list[str]
@@ -91,6 +93,19 @@ class IngestReport(_Model):
     def up_to_date(self) -> bool:
         """True if the output directory already matched a fresh ingest."""
         return all(c.status == "unchanged" for c in self.changes)
+
+
+_DATE_LINE = re2.compile(r"^\s*(?:\d{4}\s*年\s*\d{1,2}\s*月\s*\d{1,2}\s*日|\d{4}-\d{2}-\d{2})\s*$")
+
+
+def document_title(text: str) -> str:
+    """A source's title as a person knows it: its first Markdown heading, else its first line that is not a date."""
+    for line in text.splitlines()[:40]:
+        stripped = line.strip()
+        if not stripped or _DATE_LINE.match(stripped):
+            continue
+        return stripped.lstrip("#").strip()[:120]
+    return ""
 
 
 def _sha256(data: bytes) -> str:
@@ -180,7 +195,7 @@ def build_outputs(settings: Settings, sources_dir: Path | None = None,
                     if stale:
                         warnings.append(f"{tpath.name}: {len(stale)} key(s) not in the runbook: {stale[:3]}")
                 runbooks.append(runbook)
-            read[path.name] = (kind, data, len(text.splitlines()))
+            read[path.name] = (kind, data, len(text.splitlines()), document_title(text))
         except InputError as err:
             skipped.append(SkippedSource(file=path.name, reason=str(err)))
         except OSError as err:
@@ -193,10 +208,10 @@ def build_outputs(settings: Settings, sources_dir: Path | None = None,
         read.pop(name, None)
     skipped.sort(key=lambda s: s.file)
     sources = []
-    for name, (kind, data, n) in sorted(read.items()):
+    for name, (kind, data, n, title) in sorted(read.items()):
         rec_ids, pas_ids = result.by_source.get(name, ([], []))
         sources.append(SourceResult(
-            file=name, kind=kind, sha256=_sha256(data), lines=n,  # type: ignore[arg-type]
+            file=name, kind=kind, title=title, sha256=_sha256(data), lines=n,  # type: ignore[arg-type]
             records=[r for r in rec_ids if r in result.records], passages=[p for p in pas_ids if p in result.passages],
         ))
     outputs = {f"{MODES_DIR}/{rid}.json": dump(rec) for rid, rec in sorted(result.records.items())}

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("langchain_openai")
 
-from app.render import markdown  # noqa: E402
+from app.render import markdown, source_label  # noqa: E402
 from assistant.api import Assistant  # noqa: E402
 from assistant.config import Settings  # noqa: E402
 
@@ -84,7 +84,8 @@ def test_valid_rephrasing_is_kept_and_renders_with_the_same_sources(server):
     cited = d.citations[5]  # [6] in the model's answer = d.citations[5]
     first_line = md.splitlines()[0]
     number = first_line.rsplit("[", 1)[1].rstrip("].")
-    assert f"[{number}] {cited.label()}" in md
+    assert f"[{number}] {source_label(cited, d)}" in md
+    assert cited.source in source_label(cited, d)  # the file is named too, after the document's title
 
 
 def test_prompt_carries_cited_records_and_no_secret(server):

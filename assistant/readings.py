@@ -1,0 +1,219 @@
+"""Numbers from the input, read as an expert would: what they say about this case.
+
+A :class:`~assistant.models.Reading` is a sentence (English and Chinese) computed from numbers on
+input lines — an OOM's requested / free / reserved-but-unallocated memory (a fragmentation or a
+capacity verdict, and a micro-batch/accumulation pair that keeps the global batch), a token id
+against the vocabulary size, the process the kernel's OOM killer chose and its resident memory, the
+learning rate and warmup the user gave. A reading may point at one of its mode's causes, which the
+decision tree then ranks higher. Only numbers found in the input are used; every reading names its line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import re2
+
+from assistant.models import Reading
+from assistant.tracebacks import KeptLine
+
+_UNIT = {"b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 2**10, "gib": 1.0, "tib": 2**10,
+         "kb": 1 / 2**20, "mb": 1 / 2**10, "gb": 1.0, "gi": 1.0, "g": 1.0, "mi": 1 / 2**10, "m": 1 / 2**10}
+_SIZE = r"(\d+(?:\.\d+)?)\s*(GiB|MiB|KiB|TiB|GB|MB|KB|B)\b"
+_REQUESTED = re2.compile(r"(?i)Tried to allocate " + _SIZE)
+_CAPACITY = re2.compile(r"(?i)total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
+_ALLOCATED = re2.compile(r"(?i)" + _SIZE + r" is allocated by PyTorch")
+_RESERVED_FREE = re2.compile(r"(?i)" + _SIZE + r" is reserved by PyTorch but unallocated")
+# The pre-2.1 message: "(79.15 GiB total capacity; 70.02 GiB already allocated; 1.21 GiB free; 76.00 GiB reserved in total by PyTorch)"
+_OLD = re2.compile(r"(?i)" + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE + r" free; "
+                   + _SIZE + r" reserved in total by PyTorch")
+_MICRO = re2.compile(r"(?i)\b(per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size|"
+                     r"micro-batch-size|batch_size)[\"']?\s*[:=]?\s*(\d{1,5})\b")
+_ACCUM = re2.compile(r"(?i)\b(gradient_accumulation_steps|grad_accum(?:_steps)?|accumulate_grad_batches|"
+                     r"gradient-accumulation-steps)[\"']?\s*[:=]?\s*(\d{1,5})\b")
+_INDEX = re2.compile(r"(?i)index (-?\d+) is out of bounds for dimension \d+ with size (\d+)")
+_VOCAB = re2.compile(r"(?i)\b(?:vocab_size|num_embeddings|embedding size|vocab size)[\"']?\s*[:=]?\s*(\d{3,7})\b")
+_TOKENIZER_LEN = re2.compile(r"(?i)\blen\(tokenizer\)\s*[:=]?\s*(\d{3,7})\b|\btokenizer (?:has|size|length)\D{0,12}(\d{3,7})\b")
+_MAX_ID = re2.compile(r"(?i)\bmax(?:imum)?[ _](?:token[ _])?(?:input[ _])?id[s]?\W{0,6}(\d{3,7})\b")
+_KILLED = re2.compile(r"(?i)Killed process (\d+) \(([^)]{1,40})\)(?:.*?total-vm:(\d+)kB)?(?:.*?anon-rss:(\d+)kB)?")
+_CGROUP = re2.compile(r"(?i)(?:memory cgroup out of memory|oom-kill:constraint=CONSTRAINT_MEMCG|OOMKilled)")
+_LIMIT = re2.compile(r"(?i)(?:memory[._ ]?limit|memory\.max|limits?\.memory|mem_limit)\W{0,6}(\d+(?:\.\d+)?)\s*(GiB|Gi|GB|G|MiB|Mi|MB|M)\b")
+_LR = re2.compile(r"(?i)\b(?:learning_rate|lr)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
+_WARMUP = re2.compile(r"(?i)\bwarmup_(steps|ratio)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?)\b")
+_WORKER = ("data_worker", "dataloader", "pt_data", "worker")
+
+FRAGMENTED_SHARE = 1.0  # reserved-but-unallocated at least the request: the memory is there, but in pieces
+
+
+def _gib(value: str, unit: str) -> float:
+    return float(value) * _UNIT[unit.lower()]
+
+
+def _fmt(gib: float) -> str:
+    return f"{gib:.2f} GiB" if gib >= 1 else f"{gib * 1024:.0f} MiB"
+
+
+def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) -> list[Reading]:
+    """Every reading the numbers on ``lines`` support (at most one of each kind)."""
+    out: list[Reading] = []
+    for fn in (_oom, _token, _killed, _lr):
+        reading = fn(lines, total_steps)
+        if reading is not None:
+            out.append(reading)
+    return out
+
+
+def _first(lines: Sequence[KeptLine], pattern) -> tuple[KeptLine, object] | None:
+    for k in lines:
+        m = pattern.search(k.body)
+        if m:
+            return k, m
+    return None
+
+
+def _oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    found = _first(lines, _REQUESTED)
+    if found is None:
+        return None
+    line, m = found
+    requested = _gib(m.group(1), m.group(2))
+    free = slack = capacity = None
+    cap = _CAPACITY.search(line.body)
+    if cap:
+        capacity, free = _gib(cap.group(1), cap.group(2)), _gib(cap.group(3), cap.group(4))
+    r = _RESERVED_FREE.search(line.body)
+    if r:
+        slack = _gib(r.group(1), r.group(2))
+    old = _OLD.search(line.body)
+    if old:
+        capacity, allocated = _gib(old.group(1), old.group(2)), _gib(old.group(3), old.group(4))
+        free, reserved = _gib(old.group(5), old.group(6)), _gib(old.group(7), old.group(8))
+        slack = max(reserved - allocated, 0.0)
+    if slack is None or free is None:
+        return None
+    where = f"line {line.number}"
+    if slack >= FRAGMENTED_SHARE * requested and slack > free:
+        en = (f"Fragmentation, not capacity: {_fmt(slack)} is reserved by PyTorch but unallocated — more than the "
+              f"{_fmt(requested)} requested — yet no free block is big enough ({_fmt(free)} free) ({where}). "
+              "Let the allocator use expandable segments before cutting the batch.")
+        zh = (f"是碎片化，不是容量不够：有 {_fmt(slack)} 显存被 PyTorch 预留但未分配，比申请的 {_fmt(requested)} 还多，"
+              f"却没有足够大的连续块（空闲 {_fmt(free)}）（第 {line.number} 行）。先让分配器使用 expandable segments，再考虑减小 batch。")
+        return Reading(modes=["cuda-oom"], kind="oom-fragmentation", line=line.number, en=en, zh=zh,
+                       causes={"cuda-oom": "memory-fragmentation"}, against={"cuda-oom": "model-or-batch-too-large"},
+                       delta=0.45, why_en=f"{_fmt(slack)} reserved-but-unallocated ≥ {_fmt(requested)} requested (line {line.number})",
+                       why_zh=f"预留未分配 {_fmt(slack)} ≥ 申请的 {_fmt(requested)}（第 {line.number} 行）")
+    short = requested - free - slack
+    en = (f"Capacity: the step needs {_fmt(requested)} more but only {_fmt(free)} is free and {_fmt(slack)} is "
+          f"reserved-but-unallocated"
+          + (f" on a {_fmt(capacity)} GPU" if capacity else "")
+          + f" ({where}): about {_fmt(max(short, 0.0))} short, so the job does not fit as configured.")
+    zh = (f"是容量不够：这一步还需要 {_fmt(requested)}，但只有 {_fmt(free)} 空闲、{_fmt(slack)} 预留未分配"
+          + (f"（显卡总容量 {_fmt(capacity)}）" if capacity else "")
+          + f"（第 {line.number} 行）：大约缺 {_fmt(max(short, 0.0))}，按当前配置放不下。")
+    micro, accum = _first(lines, _MICRO), _first(lines, _ACCUM)
+    if micro is not None:
+        name, n = micro[1].group(1), int(micro[1].group(2))
+        a_name, a = (accum[1].group(1), int(accum[1].group(2))) if accum else ("gradient_accumulation_steps", 1)
+        if n >= 2:
+            half, double = n // 2, a * (n // (n // 2))
+            en += (f" Halve the micro-batch and double accumulation to keep the global batch: {name}={half}, "
+                   f"{a_name}={double} ({n}×{a} = {half}×{double} = {n * a} per GPU; from line {micro[0].number}).")
+            zh += (f"把 micro-batch 减半、梯度累积加倍，全局 batch 不变：{name}={half}，{a_name}={double}"
+                   f"（{n}×{a} = {half}×{double} = 每卡 {n * a}；见第 {micro[0].number} 行）。")
+        else:
+            en += f" The micro-batch is already {n} ({name}, line {micro[0].number}): reduce memory per sample instead (gradient checkpointing, shorter sequences, sharding)."
+            zh += f"micro-batch 已经是 {n}（{name}，第 {micro[0].number} 行）：应减少每个样本的显存（梯度检查点、更短的序列、切分）。"
+    return Reading(modes=["cuda-oom"], kind="oom-capacity", line=line.number, en=en, zh=zh,
+                   causes={"cuda-oom": "model-or-batch-too-large"}, against={"cuda-oom": "memory-fragmentation"},
+                   delta=0.35, why_en=f"{_fmt(requested)} requested, {_fmt(free)} free, only {_fmt(slack)} reserved-but-unallocated (line {line.number})",
+                   why_zh=f"申请 {_fmt(requested)}，空闲 {_fmt(free)}，预留未分配只有 {_fmt(slack)}（第 {line.number} 行）")
+
+
+def _token(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    found = _first(lines, _INDEX)
+    vocab = _first(lines, _VOCAB)
+    tok = _first(lines, _TOKENIZER_LEN)
+    max_id = _first(lines, _MAX_ID)
+    if found is not None:
+        line, m = found
+        idx, size = int(m.group(1)), int(m.group(2))
+        if size < 100:
+            return None  # a small dimension: a class index or a position, not a vocabulary
+        if idx < 0:
+            en = f"Token id {idx} is negative (line {line.number}): a padding or label value (-100?) reached the embedding."
+            zh = f"token id {idx} 是负数（第 {line.number} 行）：padding 或 label 的取值（-100？）被送进了 embedding。"
+            return Reading(modes=["token-out-of-range"], kind="token-id", line=line.number, en=en, zh=zh,
+                           causes={"token-out-of-range": "invalid-special-token-id"}, delta=0.3)
+        extra = idx - size + 1
+        en = (f"Token id {idx} ≥ vocabulary size {size} (line {line.number}): ids must be below {size}; "
+              f"at least {extra} id(s) have no embedding row.")
+        zh = f"token id {idx} ≥ 词表大小 {size}（第 {line.number} 行）：id 必须小于 {size}；至少有 {extra} 个 id 没有对应的 embedding 行。"
+        return Reading(modes=["token-out-of-range"], kind="token-id", line=line.number, en=en, zh=zh,
+                       causes={"token-out-of-range": "vocab-mismatch-added-tokens"}, delta=0.2)
+    if tok is not None and vocab is not None:
+        n_tok = int(tok[1].group(1) or tok[1].group(2))
+        n_vocab = int(vocab[1].group(1))
+        if n_tok > n_vocab:
+            first = min(tok[0].number, vocab[0].number)
+            en = (f"The tokenizer has {n_tok} tokens but the embedding has {n_vocab} rows (lines {tok[0].number} and "
+                  f"{vocab[0].number}): {n_tok - n_vocab} added token(s) have no embedding — call "
+                  f"model.resize_token_embeddings(len(tokenizer)).")
+            zh = (f"tokenizer 有 {n_tok} 个 token，但 embedding 只有 {n_vocab} 行（第 {tok[0].number} 和 {vocab[0].number} 行）："
+                  f"新增的 {n_tok - n_vocab} 个 token 没有 embedding——调用 model.resize_token_embeddings(len(tokenizer))。")
+            return Reading(modes=["token-out-of-range"], kind="token-id", line=first, en=en, zh=zh,
+                           causes={"token-out-of-range": "vocab-mismatch-added-tokens"}, delta=0.35)
+    if max_id is not None and vocab is not None:
+        top, n_vocab = int(max_id[1].group(1)), int(vocab[1].group(1))
+        if top >= n_vocab:
+            en = f"The largest token id is {top} but the vocabulary has {n_vocab} entries (lines {max_id[0].number}, {vocab[0].number})."
+            zh = f"最大的 token id 是 {top}，但词表只有 {n_vocab} 个（第 {max_id[0].number}、{vocab[0].number} 行）。"
+            return Reading(modes=["token-out-of-range"], kind="token-id", line=max_id[0].number, en=en, zh=zh,
+                           causes={"token-out-of-range": "vocab-mismatch-added-tokens"}, delta=0.2)
+    return None
+
+
+def _killed(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    found = _first(lines, _KILLED)
+    if found is None:
+        return None
+    line, m = found
+    pid, name = m.group(1), m.group(2)
+    rss = int(m.group(4)) / 2**20 if m.group(4) else None
+    cgroup = _first(lines, _CGROUP)
+    limit = _first(lines, _LIMIT)
+    worker = any(w in name.lower() for w in _WORKER)
+    en = f"The kernel's OOM killer chose {name} (pid {pid})" + (f" at {_fmt(rss)} resident (anon-rss)" if rss else "")
+    zh = f"内核 OOM killer 杀掉的是 {name}（pid {pid}）" + (f"，常驻内存 {_fmt(rss)}（anon-rss）" if rss else "")
+    if limit is not None:
+        lim = _gib(limit[1].group(1), limit[1].group(2))
+        en += f", against a memory limit of {_fmt(lim)} (line {limit[0].number})"
+        zh += f"，内存上限为 {_fmt(lim)}（第 {limit[0].number} 行）"
+    elif cgroup is not None:
+        en += f"; the kill was a container/cgroup limit, not the whole host (line {cgroup[0].number})"
+        zh += f"；这是容器 / cgroup 的内存上限触发的，不是整台机器的内存耗尽（第 {cgroup[0].number} 行）"
+    en += f" (line {line.number})."
+    zh += f"（第 {line.number} 行）。"
+    if worker:
+        en += " It is a DataLoader worker: fewer workers or a dataset that is not copied into each worker comes first."
+        zh += " 这是 DataLoader worker：先减少 worker 数，或让数据集不被复制进每个 worker。"
+    return Reading(modes=["cpu-oom"], kind="oom-killer", line=line.number, en=en, zh=zh,
+                   causes={"cpu-oom": "dataloader-workers-memory"} if worker else {}, delta=0.4)
+
+
+def _lr(lines: Sequence[KeptLine], total: float | None) -> Reading | None:
+    lr, warm = _first(lines, _LR), _first(lines, _WARMUP)
+    if lr is None or warm is None:
+        return None
+    value = float(lr[1].group(1))
+    kind, amount = warm[1].group(1).lower(), float(warm[1].group(2))
+    if amount > 0:
+        return None
+    steps = f" ({max(int(total * 0.02), 1)} of {total:g} steps)" if total else ""
+    en = (f"Learning rate {value:g} with no warmup ({'warmup_' + kind}={warm[1].group(2)}, lines {lr[0].number} and "
+          f"{warm[0].number}): Adam's first updates run at the full rate; warm up over 1–3 % of training{steps} "
+          f"and, if it still diverges, try {value / 3:.1e}.")
+    zh = (f"学习率 {value:g} 且没有 warmup（warmup_{kind}={warm[1].group(2)}，第 {lr[0].number} 和 {warm[0].number} 行）："
+          f"Adam 最初的更新就用了满学习率；用训练总步数的 1–3 % 做 warmup{steps.replace(' of ', ' / ')}，若仍发散再试 {value / 3:.1e}。")
+    return Reading(modes=["gradient-explosion", "nan-loss", "loss-spike"], kind="lr-warmup", line=lr[0].number,
+                   en=en, zh=zh, causes={"gradient-explosion": "missing-warmup", "nan-loss": "lr-too-high",
+                                         "loss-spike": "lr-schedule"}, delta=0.3)

@@ -1,0 +1,181 @@
+"""Trends in metric series, stated as an on-call engineer would: over which steps, by how much.
+
+Points (single steps) are the metric stage's findings; this module looks at the whole series
+(:attr:`SeriesSummary.samples`, evenly thinned) for behaviour that only shows over many steps:
+steady growth of step time or decline of throughput (ratio, slope, since when), loss spikes that
+recur with a period, a loss scale that keeps halving (FP16 overflow every step), and a gradient
+norm that grows for many steps before the loss blows up.
+"""
+
+from __future__ import annotations
+
+from statistics import median
+
+from assistant.models import MetricFinding, MetricsReport, SeriesPoint, Trend
+
+MIN_POINTS = 8  # fewer logged points than this show no trend
+GROWTH_RATIO = 1.5  # last level / first level for a steady rise (or its inverse for a decline)
+STEADY_SHARE = 0.6  # share of consecutive level changes in the trend's direction
+PERIOD_TOLERANCE = 0.1  # spikes whose gaps differ by at most 10 % of the median gap are periodic
+MIN_SPIKES = 3
+MIN_PERIOD_POINTS = 5  # spikes closer than this many logged points apart are a divergence, not a period
+COLLAPSE_HALVINGS = 4  # the loss scale halved at least this many times ...
+PRECURSOR_RATIO = 5.0  # grad norm at least 5x its starting level before the blow-up
+
+_RISING = {"step_time"}
+_FALLING = {"it/s", "samples_per_second", "samples/sec", "samples/s", "currsamplespersec", "tokens_per_sec", "tokens/s",
+            "tokens_per_second", "tok/s", "throughput", "tflops", "throughput_tokens_per_sec", "tokens per second",
+            "runningavgsamplespersec"}
+_UNITS = {"step_time": "s"}
+
+
+def find_trends(report: MetricsReport) -> list[Trend]:
+    """Every trend the series of ``report`` show."""
+    out: list[Trend] = []
+    by_name = {s.name: s for s in report.series}
+    for name, s in by_name.items():
+        pts = [p for p in s.samples if p.value is not None]
+        if name in _RISING or name in _FALLING:
+            t = _monotone(name, pts, rising=name in _RISING)
+            if t is not None:
+                out.append(t)
+        elif name == "loss_scale":
+            t = _collapse(pts)
+            if t is not None:
+                out.append(t)
+    spikes = [f for f in report.findings if f.kind == "loss-spike" and f.step is not None]
+    loss = by_name.get("loss")
+    t = _periodic(spikes, _interval(loss.samples) if loss is not None else None)
+    if t is not None:
+        out.append(t)
+    grad = by_name.get("grad_norm")
+    blow = next((f for f in report.findings if f.kind == "nan-onset"), None) or next(
+        (f for f in report.findings if f.kind == "loss-spike"), None)
+    if grad is not None and blow is not None:
+        t = _precursor(grad.samples, blow)
+        if t is not None:
+            out.append(t)
+    return out
+
+
+def _interval(samples: list[SeriesPoint]) -> float | None:
+    """Median steps between logged points (of the thinned samples, so an upper bound on the logging interval)."""
+    gaps = [b.step - a.step for a, b in zip(samples, samples[1:]) if b.step > a.step]
+    return median(gaps) if gaps else None
+
+
+def _level(values: list[float]) -> float:
+    return median(values)
+
+
+def _fmt(v: float, unit: str = "") -> str:
+    return f"{v:.3g} {unit}".strip() if unit else f"{v:.3g}"
+
+
+def _monotone(name: str, pts: list[SeriesPoint], rising: bool) -> Trend | None:
+    if len(pts) < MIN_POINTS:
+        return None
+    k = max(len(pts) // 8, 2)
+    first, last = _level([p.value for p in pts[:k]]), _level([p.value for p in pts[-k:]])
+    if first <= 0 or last <= 0:
+        return None
+    ratio = last / first
+    if (ratio < GROWTH_RATIO) if rising else (ratio > 1 / GROWTH_RATIO):
+        return None
+    # steadiness: compare medians of consecutive windows, so one slow step is not a trend
+    levels = [_level([p.value for p in pts[i:i + k]]) for i in range(0, len(pts) - k + 1, k)]
+    moves = [b - a for a, b in zip(levels, levels[1:]) if b != a]
+    along = sum(1 for d in moves if (d > 0) == rising)
+    if not moves or along / len(moves) < STEADY_SHARE:
+        return None
+    # where it started: the first window clearly above (below) the starting level
+    start = pts[0]
+    for i in range(0, len(pts) - k + 1, k):
+        lvl = _level([p.value for p in pts[i:i + k]])
+        if (lvl > first * 1.1) if rising else (lvl < first / 1.1):
+            start = pts[max(i - 1, 0)]
+            break
+    end = pts[-1]
+    unit = _UNITS.get(name, "")
+    span = end.step - start.step
+    slope = (last - first) / span * 1000 if span > 0 else None
+    label_en = "step time" if name == "step_time" else f"throughput ({name})"
+    label_zh = "每步耗时" if name == "step_time" else f"吞吐（{name}）"
+    if rising:
+        en = (f"{label_en} rose steadily {ratio:.1f}× ({_fmt(first, unit)} → {_fmt(last, unit)}) from step "
+              f"{start.step:g} to step {end.step:g}" + (f", about +{_fmt(slope, unit)} per 1000 steps" if slope else "")
+              + ": a growing cost per step (accumulating state, a leak, growing inputs), not a one-off stall.")
+        zh = (f"{label_zh}从第 {start.step:g} 步到第 {end.step:g} 步稳定上升了 {ratio:.1f} 倍（{_fmt(first, unit)} → "
+              f"{_fmt(last, unit)}）" + (f"，约每 1000 步增加 {_fmt(slope, unit)}" if slope else "")
+              + "：每一步的开销在持续增长（状态累积、内存泄漏、输入变长），不是偶发的卡顿。")
+        kind = "growth"
+    else:
+        en = (f"{label_en} fell steadily to {ratio:.2f}× ({_fmt(first)} → {_fmt(last)}) from step {start.step:g} "
+              f"to step {end.step:g}: a growing cost per step, not a one-off stall.")
+        zh = (f"{label_zh}从第 {start.step:g} 步到第 {end.step:g} 步稳定下降到原来的 {ratio:.2f} 倍（{_fmt(first)} → "
+              f"{_fmt(last)}）：每一步的开销在持续增长，不是偶发的卡顿。")
+        kind = "decline"
+    return Trend(kind=kind, series=name, start_step=start.step, end_step=end.step, line=start.line,
+                 ratio=round(ratio, 3), en=en, zh=zh)
+
+
+def _periodic(spikes: list[MetricFinding], interval: float | None) -> Trend | None:
+    steps = sorted({f.step for f in spikes if f.step is not None})
+    if len(steps) < MIN_SPIKES:
+        return None
+    gaps = [b - a for a, b in zip(steps, steps[1:])]
+    period = median(gaps)
+    if period <= 0 or any(abs(g - period) > PERIOD_TOLERANCE * period for g in gaps):
+        return None
+    if interval is None or period < MIN_PERIOD_POINTS * interval:
+        return None
+    listed = ", ".join(f"{s:g}" for s in steps[:6])
+    en = (f"loss spikes recur every {period:g} steps (steps {listed}): something periodic — a data shard or "
+          "epoch boundary, a scheduled evaluation or checkpoint, an LR restart — not random bad batches.")
+    zh = (f"loss 尖峰每隔 {period:g} 步重复出现（第 {listed} 步）：是周期性的原因——数据分片或 epoch 边界、"
+          "定时的评估或保存、学习率重启——而不是随机的坏 batch。")
+    first = min(spikes, key=lambda f: f.step or 0)
+    return Trend(kind="periodic", series="loss", start_step=steps[0], end_step=steps[-1], line=first.line,
+                 period=period, en=en, zh=zh)
+
+
+def _collapse(pts: list[SeriesPoint]) -> Trend | None:
+    if len(pts) < 3:
+        return None
+    peak = max(pts, key=lambda p: p.value)
+    after = pts[pts.index(peak):]
+    low = min(after, key=lambda p: p.value)
+    if low.value <= 0 or peak.value / low.value < 2 ** COLLAPSE_HALVINGS:
+        return None
+    en = (f"the loss scale collapsed from {peak.value:g} to {low.value:g} (lines {peak.line}–{low.line}): FP16 "
+          "gradients overflow on (nearly) every step, so the scaler keeps halving and steps are skipped.")
+    zh = (f"loss scale 从 {peak.value:g} 一路降到 {low.value:g}（第 {peak.line}–{low.line} 行）：FP16 梯度几乎每一步都溢出，"
+          "scaler 不断减半，step 被跳过。")
+    return Trend(kind="collapse", series="loss_scale", start_step=None, end_step=None, line=peak.line,
+                 ratio=round(low.value / peak.value, 6), en=en, zh=zh)
+
+
+def _precursor(samples: list[SeriesPoint], blow: MetricFinding) -> Trend | None:
+    before = [p for p in samples if p.value is not None and p.line < blow.line]
+    if len(before) < 5:
+        return None
+    base = median(p.value for p in before[:3])
+    run = 0
+    for a, b in zip(before, before[1:]):
+        run = run + 1 if b.value > a.value else 0
+    peak = before[-1]
+    if base <= 0 or run < 4 or peak.value / base < PRECURSOR_RATIO:
+        return None
+    start = before[-run - 1]
+    what = "the loss became NaN/inf" if blow.kind == "nan-onset" else "the blow-up"
+    what_zh = "loss 变成 NaN/inf" if blow.kind == "nan-onset" else "爆炸"
+    where = f"step {blow.step:g}" if blow.step is not None else f"line {blow.line}"
+    where_zh = f"第 {blow.step:g} 步" if blow.step is not None else f"第 {blow.line} 行"
+    ratio = peak.value / base
+    en = (f"grad norm grew {ratio:.0f}× over {run} consecutive logged steps (from {start.value:.3g} at step "
+          f"{start.step:g} to {peak.value:.3g} at step {peak.step:g}) before {what} at {where}: the gradients "
+          "exploded first; the NaN is the symptom.")
+    zh = (f"在{what_zh}（{where_zh}）之前，grad norm 连续 {run} 次上升、增长了 {ratio:.0f} 倍（从第 {start.step:g} 步的 "
+          f"{start.value:.3g} 到第 {peak.step:g} 步的 {peak.value:.3g}）：先是梯度爆炸，NaN 只是症状。")
+    return Trend(kind="precursor", series="grad_norm", start_step=start.step, end_step=peak.step, line=start.line,
+                 ratio=round(ratio, 2), en=en, zh=zh)
