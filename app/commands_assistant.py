@@ -17,6 +17,7 @@ TESTS_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 DEV_CASES = TESTS_DATA / "realworld" / "dev.jsonl"
 DEFAULT_CASES = [TESTS_DATA / "realworld" / "test.jsonl", TESTS_DATA / "triage_cases.jsonl",
                  TESTS_DATA / "retrieval_queries.jsonl"]
+ANSWER_CHECKS = TESTS_DATA / "answer_checks.yaml"
 Retrieval = Literal["auto", "always", "never"]
 
 
@@ -133,17 +134,26 @@ def eval_command(
     system: Annotated[str, typer.Option(
         help="full | no-retrieval (rules + case memory) | rules | vector (plain vector retrieval baseline)")] = "full",
     as_json: Annotated[bool, typer.Option("--json", help="print the reports as JSON")] = False,
+    checks: Annotated[Path | None, typer.Option(
+        "--checks", help="answer-check file (default: tests/data/answer_checks.yaml when no --cases is given)")] = None,
 ) -> None:
-    """Score the assistant on labelled cases: top-1, top-3, abstention precision/recall, per mode."""
+    """Score the assistant on labelled cases (top-1, top-3, abstention, per mode) and on answer checks
+    (does the answer say what an expert's would: first failing rank, numbers, trends, no band-aid first)."""
     from assistant.evaluate import evaluate, load_cases
     from assistant.scoring import predictor
 
     predict = predictor(system)
     reports = {}
-    for path in cases or DEFAULT_CASES:
+    for path in cases or ([] if checks else DEFAULT_CASES):
         reports[str(path)] = evaluate(load_cases(path), predict, before_each=getattr(predict, "before_each", None))
+    check_path = checks or (ANSWER_CHECKS if not cases and ANSWER_CHECKS.is_file() else None)
+    results = _answer_checks(check_path, predict) if check_path and hasattr(predict, "assistant") else []
     if as_json:
-        typer.echo(json.dumps({k: v.model_dump() for k, v in reports.items()}, ensure_ascii=False, indent=2))
+        out = {k: v.model_dump() for k, v in reports.items()}
+        if results:
+            out["answer_checks"] = {"path": str(check_path), "passed": sum(r.passed for r in results),
+                                    "checks": len(results), "results": [r.model_dump() for r in results]}
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
         return
     for path, report in reports.items():
         typer.echo(f"== {Path(path).name} · system: {system}")
@@ -165,6 +175,24 @@ def eval_command(
         for k, v in report.by_lang.items():
             typer.echo(f"{k:28} {int(v['in_scope']):8d} {v['top1']:6.3f}")
         typer.echo("")
+    if results:
+        passed = sum(r.passed for r in results)
+        typer.echo(f"== {check_path.name} · system: {system}")
+        typer.echo(f"answer checks: {passed}/{len(results)} pass ({passed / len(results):.3f})")
+        for topic in sorted({r.topic for r in results}):
+            rows = [r for r in results if r.topic == topic]
+            typer.echo(f"  {topic or '-':26} {sum(r.passed for r in rows):3d}/{len(rows)}")
+        for r in results:
+            if not r.passed:
+                typer.echo(f"  FAIL {r.id}: {'; '.join(r.failures)}")
+
+
+def _answer_checks(path: Path, predict):
+    from app.render import markdown
+    from assistant.answer_checks import load_checks, run_checks
+
+    assistant = predict.assistant
+    return run_checks(load_checks(path), lambda c: assistant.diagnose(c.input, answers=c.answers or None), markdown)
 
 
 def calibrate_command(

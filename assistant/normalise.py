@@ -22,7 +22,8 @@ MAX_LINE_CHARS = 2000  # lines kept for display/evidence are truncated to this
 _PREFIX = re2.compile(
     r"^(?:\[(?:rank|default)(\d+)\]:\s?"
     r"|\[Rank (\d+)\]\s"
-    r"|((?:[A-Za-z][A-Za-z0-9-]*\d|\d{1,3}(?:\.\d{1,3}){3})):(?:(\d+):)?\s)"
+    r"|((?:[A-Za-z][A-Za-z0-9-]*\d|\d{1,3}(?:\.\d{1,3}){3})):(?:(\d+):)?\s"
+    r"| {0,4}(\d{1,4}): )"  # `srun -l` labels every line with the task (rank) number: " 11: ..."
 )
 
 
@@ -221,13 +222,13 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     host: str | None = None
     body = line
     colon = line.find(":", 0, 48)
-    if not line.startswith(("[rank", "[default", "[Rank ")) and (colon <= 0 or " " in line[:colon]):
+    if not line.startswith(("[rank", "[default", "[Rank ")) and (colon <= 0 or " " in line[:colon].lstrip(" ")):
         return None, line  # cheap test first: no prefix can start this line
     for _ in range(3):
         m = _PREFIX.search(body)
         if not m:
             break
-        r = m.group(1) or m.group(2) or m.group(4)
+        r = m.group(1) or m.group(2) or m.group(4) or m.group(5)
         if r is not None:
             rank = r
         elif m.group(3):

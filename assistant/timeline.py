@@ -48,6 +48,10 @@ _FIELD = re2.compile(r"^\s*(time|host|rank|exitcode)\s*:\s*(.*?)\s*$")
 _ENTRY = re2.compile(r"^\s*\[\d+\]:\s*$")
 _ROOT = re2.compile(r"Root Cause \(first observed failure\)")
 _RANKNUM = re2.compile(r"^(\d+)")
+# A header that starts one rank's part of a paste: "=== node-8: logs/rank13.log (tail) ===", "==> rank_3.out <==",
+# "--- rank 5 ---". Unprefixed lines after it belong to that rank until the next header.
+_HEADER = re2.compile(r"^\s*(?:={2,}>?|-{3,}|#{2,}|\*{3,})\s*(.*?)\s*(?:<?={2,}|-{3,}|#{2,}|\*{3,})?\s*$")
+_HEADER_RANK = re2.compile(r"(?i)\brank[ _-]?(\d{1,5})\b")
 _EXITNUM = re2.compile(r"^(-?\d+)")
 
 # exit codes of ranks torn down by others: SIGABRT from the NCCL watchdog, SIGTERM from the launcher
@@ -94,7 +98,7 @@ def _time(text: str) -> tuple[str | None, float | None]:
     m = _GLOG.search(text)
     if m:
         mo, d, h, mi, s = (int(g) for g in m.groups())
-        return m.group(0)[1:], ((mo * 31 + d) * 24 + h) * 3600 + mi * 60 + s
+        return f"{mo:02d}-{d:02d} {h:02d}:{mi:02d}:{s:02d}", ((mo * 31 + d) * 24 + h) * 3600 + mi * 60 + s
     return None, None
 
 
@@ -149,6 +153,24 @@ def _table_events(lines: list[KeptLine]) -> tuple[list[RankEvent], str | None]:
             entry.setdefault(m.group(1), m.group(2))
     close()
     return events, root
+
+
+def section_ranks(kept: list[KeptLine]) -> list[KeptLine]:
+    """Give unprefixed lines the rank of the section header above them (one log file per rank, pasted
+    one after another); lines with their own rank prefix, and lines before any header, stay as they are."""
+    from assistant.tracebacks import KeptLine as _Kept  # runtime import: tracebacks imports this module's users
+
+    out: list[KeptLine] = []
+    current: str | None = None
+    for k in kept:
+        m = _HEADER.match(k.body) if k.rank is None else None
+        if m is not None and m.group(1):
+            r = _HEADER_RANK.search(m.group(1))
+            current = r.group(1) if r else None
+            out.append(k)
+            continue
+        out.append(_Kept(k.number, current, k.body) if k.rank is None and current is not None else k)
+    return out
 
 
 def build(lines: list[KeptLine]) -> Timeline | None:

@@ -23,7 +23,7 @@ from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, Outsi
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
-from assistant.timeline import Timeline, describe
+from assistant.timeline import Timeline, describe, section_ranks
 from assistant.timeline import build as build_timeline
 from assistant.readings import read_numbers
 from assistant.tracebacks import KeptLine, extract
@@ -302,7 +302,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         notices.append("The input is empty: nothing to diagnose.")
     elif not stats.has_text:
         notices.append("The input contains only whitespace: nothing to diagnose.")
-    kept = scanner.kept_lines()
+    kept = section_ranks(scanner.kept_lines())
     if stats.lines > len(kept):
         notices.append(
             f"Every one of the {stats.lines:,} lines was scanned for signatures and metrics; "

@@ -1,0 +1,197 @@
+"""Answers that reason about the case: timeline, dead ends, facts that rule advice out, numbers, trends."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.render import code_span, markdown
+from assistant import Assistant
+from assistant.errors import InputError
+from assistant.models import MetricFinding, MetricsReport, SeriesPoint, SeriesSummary
+from assistant.readings import read_numbers
+from assistant.tracebacks import KeptLine
+from assistant.trends import find_trends
+from assistant.tree import load_tree
+
+
+@pytest.fixture(scope="module")
+def assistant():
+    return Assistant(retrieval="never")
+
+
+def _lines(text: str) -> list[KeptLine]:
+    return [KeptLine(number=i, rank=None, body=b) for i, b in enumerate(text.splitlines(), start=1)]
+
+
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {req}. GPU 0 has a total capacity of 39.38 GiB "
+       "of which 612.00 MiB is free. Including non-PyTorch memory, this process has 38.77 GiB memory in use. Of the "
+       "allocated memory 30.10 GiB is allocated by PyTorch, and {slack} is reserved by PyTorch but unallocated.")
+
+
+# -- numbers -------------------------------------------------------------------------------------
+
+def test_oom_with_large_reserved_unallocated_is_fragmentation_and_fix_one_is_expandable_segments(assistant):
+    d = assistant.diagnose("micro_batch_size: 4\n" + OOM.format(req="2.25 GiB", slack="7.40 GiB"))
+    top = d.candidates[0]
+    assert top.failure_mode == "cuda-oom"
+    assert any("Fragmentation" in r and "7.40 GiB" in r for r in top.readings)
+    assert "expandable_segments" in (top.fixes[0].code.code if top.fixes[0].code else top.fixes[0].text)
+    assert all("empty_cache" not in (f.code.code if f.code else f.text or "") for f in top.fixes)
+    assert top.causes[0].id == "memory-fragmentation"
+
+
+def test_oom_capacity_verdict_keeps_the_global_batch():
+    text = ("per_device_train_batch_size=16 gradient_accumulation_steps=2\n"
+            + OOM.format(req="4.00 GiB", slack="96.00 MiB"))
+    (r,) = read_numbers(_lines(text))
+    assert r.kind == "oom-capacity"
+    assert "per_device_train_batch_size=8" in r.en and "gradient_accumulation_steps=4" in r.en and "32" in r.en
+
+
+def test_token_id_against_vocabulary_size():
+    (r,) = read_numbers(_lines("IndexError: index 50260 is out of bounds for dimension 0 with size 50257"))
+    assert "50260" in r.en and "50257" in r.en and r.causes == {"token-out-of-range": "vocab-mismatch-added-tokens"}
+
+
+def test_oom_killer_names_the_worker_and_its_memory():
+    text = "[8812.1] Out of memory: Killed process 7731 (pt_data_worker) total-vm:90112000kB, anon-rss:41943040kB"
+    (r,) = read_numbers(_lines(text))
+    assert "pt_data_worker" in r.en and "40.00 GiB" in r.en and r.causes["cpu-oom"] == "dataloader-workers-memory"
+
+
+def test_no_numbers_no_readings():
+    assert read_numbers(_lines("RuntimeError: CUDA out of memory.\nsomething else")) == []
+
+
+# -- trends --------------------------------------------------------------------------------------
+
+def _series(name: str, points: list[tuple[float, float]]) -> SeriesSummary:
+    return SeriesSummary(name=name, points=len(points),
+                         samples=[SeriesPoint(step=s, value=v, line=i) for i, (s, v) in enumerate(points, start=1)])
+
+
+def test_steady_step_time_growth_is_a_trend_with_ratio_and_steps():
+    pts = [(s, 0.8 + s / 1000) for s in range(100, 2100, 100)]
+    (t,) = find_trends(MetricsReport(series=[_series("step_time", pts)]))
+    assert t.kind == "growth" and t.ratio and t.ratio > 2
+    assert "2000" in t.en and "per 1000 steps" in t.en
+
+
+def test_one_slow_step_is_not_a_trend():
+    pts = [(s, 1.0) for s in range(100, 2100, 100)]
+    pts[10] = (pts[10][0], 9.0)
+    assert find_trends(MetricsReport(series=[_series("step_time", pts)])) == []
+
+
+def _spike(step: float, line: int) -> MetricFinding:
+    return MetricFinding(kind="loss-spike", series="loss", step=step, line=line, value=5.0, detail="")
+
+
+def test_periodic_spikes_are_named_with_their_period():
+    loss = _series("loss", [(s, 2.0) for s in range(50, 8050, 50)])
+    report = MetricsReport(series=[loss], findings=[_spike(s, s // 50) for s in (2000, 4000, 6000, 8000)])
+    (t,) = find_trends(report)
+    assert t.kind == "periodic" and t.period == 2000 and "every 2000 steps" in t.en
+
+
+def test_consecutive_spikes_of_a_divergence_are_not_periodic():
+    loss = _series("loss", [(s, 2.0) for s in range(1, 30)])
+    report = MetricsReport(series=[loss], findings=[_spike(s, s) for s in (10, 11, 12, 13)])
+    assert [t for t in find_trends(report) if t.kind == "periodic"] == []
+
+
+def test_loss_scale_collapse():
+    pts = [(s, 65536 / 2 ** s) for s in range(0, 12)]
+    (t,) = find_trends(MetricsReport(series=[_series("loss_scale", pts)]))
+    assert t.kind == "collapse" and "65536" in t.en
+
+
+# -- facts rule advice out -----------------------------------------------------------------------
+
+NAN_LOG = "\n".join(f"step {s} | loss {2.0 - s / 1000:.3f}" for s in range(10, 300, 10)) + "\nstep 300 | loss nan"
+
+
+def test_bf16_answer_removes_switch_to_bf16_and_says_why(assistant):
+    plain = assistant.diagnose(NAN_LOG)
+    answered = assistant.diagnose(NAN_LOG, answers={"precision": "it's bf16 already"})
+    said = lambda d: " ".join((f.text or "") for f in d.candidates[0].fixes)  # noqa: E731
+    assert "BF16" in said(plain)
+    assert "BF16" not in said(answered) and "GradScaler" not in said(answered)
+    left = answered.candidates[0].left_out
+    assert any("BF16" in x.text for x in left) and all(x.reason == "you already train in BF16" for x in left)
+    assert "fp16-overflow" not in [c.id for c in answered.candidates[0].causes]
+    assert "Left out for this case" in markdown(answered)
+
+
+def test_deep_watchdog_timeout_drops_start_up_causes(assistant):
+    text = ("[rank2]:[E1201 10:00:00.000000 1 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=52011, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+            "600021 milliseconds before timing out.")
+    d = assistant.diagnose(text)
+    assert d.facts.get("stage") == "deep"
+    for c in d.candidates:
+        assert "rank-never-joined" not in [x.id for x in c.causes]
+
+
+def test_unknown_follow_up_id_or_value_is_an_input_error(assistant):
+    with pytest.raises(InputError, match="unknown follow-up id"):
+        assistant.diagnose(NAN_LOG, answers={"precisoin": "bf16"})
+    with pytest.raises(InputError, match="answer one of"):
+        assistant.diagnose(NAN_LOG, answers={"precision": "no idea"})
+
+
+def test_contradictions_name_known_facts_and_causes():
+    tree = load_tree()
+    assert tree.contradicted
+    with pytest.raises(ValueError, match="not a fact option"):
+        type(tree).model_validate({**tree.model_dump(), "contradicted": [
+            {"when": {"precision": "fp8"}, "causes": [], "reason": "x", "reason_zh": "中文"}]})
+
+
+# -- rendering -----------------------------------------------------------------------------------
+
+def test_healthy_log_says_so_and_lists_what_was_checked():
+    a = Assistant(retrieval="auto")
+    log = "\n".join(f"{{'loss': {3.0 - i / 100:.4f}, 'grad_norm': 0.7, 'learning_rate': 1e-05, 'epoch': {i / 100:.2f}}}"
+                    for i in range(1, 60))
+    d = a.diagnose(log)
+    assert d.healthy and not d.candidates
+    md = markdown(d)
+    assert "This looks healthy" in md and "`loss`: 59 points" in md
+
+
+def test_evidence_shows_a_few_decisive_lines_and_counts_the_rest(assistant):
+    lines = [f"[rank{r}]: RuntimeError: CUDA error: out of memory" for r in range(8)]
+    md = markdown(assistant.diagnose("\n".join(lines)))
+    assert md.count("CUDA error: out of memory`") <= 4
+    assert "similar line(s)" in md
+
+
+SPIKE_LOG = "\n".join(f"step {s} | loss {(6.5 if s == 400 else 2.0 - s / 2000):.3f}" for s in range(10, 600, 10))
+
+
+def test_english_answers_drop_chinese_code_comments_but_keep_the_code(assistant):
+    en, zh = (markdown(assistant.diagnose(SPIKE_LOG, lang=lang)) for lang in ("en", "zh"))
+    code = lambda md: [ln for ln in md.split("**Sources**")[0].splitlines() if ln.startswith("   ")]  # noqa: E731
+    assert any("clip_grad_norm_" in ln for ln in code(en))
+    assert not any("\u4e00" <= ch <= "\u9fff" for ln in code(en) for ch in ln)
+    assert any("\u4e00" <= ch <= "\u9fff" for ln in code(zh) for ch in ln)  # the guide's own comments, in Chinese
+
+
+def test_follow_up_questions_say_how_to_answer(assistant):
+    md = markdown(assistant.diagnose(NAN_LOG))
+    assert "--answer precision=" in md
+
+
+def test_sources_are_named_by_title_with_the_file_in_brackets(assistant):
+    md = markdown(assistant.diagnose("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB"))
+    sources = md.split("**Sources**")[1]
+    assert "训练失败模式与排障指南 §" in sources and "(000_416041118514696b.txt)" in sources
+
+
+@pytest.mark.parametrize("text", ["a `b` c", "``x``", "`", "plain"])
+def test_code_span_keeps_text_verbatim(text):
+    span = code_span(text)
+    fence = span[: len(span) - len(span.lstrip("`"))]
+    assert span.startswith(fence) and span.endswith(fence)
+    assert span[len(fence):-len(fence)].strip(" ") == text.strip(" ") or span[len(fence):-len(fence)] == f" {text} "
