@@ -71,6 +71,15 @@ TREND_CONFIDENCE = {
     "collapse": ("nan-loss", 0.7),
     "precursor": ("gradient-explosion", 0.9),
 }
+# ... and points at a cause: (mode, cause, boost).
+TREND_CAUSE = {
+    "growth": ("slow-training", "per-step-cost-growth", 0.5),
+    "decline": ("slow-training", "per-step-cost-growth", 0.4),
+    "periodic": ("loss-spike", "data-distribution-shift", 0.45),
+    "collapse": ("nan-loss", "fp16-overflow", 0.4),
+    "precursor": ("gradient-explosion", "no-grad-clipping", 0.15),
+}
+_TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长"}
 ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback
 MIN_CONFIDENCE = 0.3
 MAX_EVIDENCE = 8
@@ -443,6 +452,10 @@ def _candidates(
             mode, conf = TREND_CONFIDENCE[t.kind]
             slot = per_mode.setdefault(mode, {"confs": {}, "evidence": [], "route": "metrics", "boosts": {}})
             slot["confs"][f"trend:{t.kind}"] = max(conf, slot["confs"].get(f"trend:{t.kind}", 0.0))
+            m, cause, boost = TREND_CAUSE[t.kind]
+            slot_for = per_mode.setdefault(m, {"confs": {}, "evidence": [], "route": "metrics", "boosts": {}})
+            slot_for["boosts"][cause] = (boost, Reason(f"{t.kind} trend of {t.series} from line {t.line}",
+                                                       f"第 {t.line} 行起 {t.series} 的{_TREND_ZH[t.kind]}"))
             rank, text = scanner.metrics.line_text(t.line)
             if text:
                 slot["evidence"].append(Evidence(line=t.line, text=display(text), match=f"{t.kind} of {t.series}",
