@@ -209,7 +209,8 @@ def compose(
         cand = by_mode.get(r.mode)
         evidence, n = _redacted_evidence(cand.evidence) if cand else ([], 0)
         redacted += n
-        causes = cand.causes if cand else (rank_causes(tree, r.mode, result.facts, {}, TextSignals(), {}) if tree else [])
+        causes = cand.causes if cand else result.causes_by_mode.get(r.mode) or (
+            rank_causes(tree, r.mode, result.facts, {}, TextSignals(), {}) if tree else [])
         route = cand.route if cand is not None and r.route == "triage" else r.route
         confidence = calibration(r.raw) if calibration is not None else r.raw
         view = candidate_view(record, causes, lang, cites, confidence=min(confidence, 0.99), route=route,
@@ -256,6 +257,7 @@ _TREND_MODES = {
     "periodic": {"loss-spike", "gradient-explosion", "nan-loss"},
     "collapse": {"nan-loss", "loss-spike", "gradient-explosion"},
     "precursor": {"gradient-explosion", "nan-loss", "loss-spike"},
+    "data-wait": {"slow-training", "low-gpu-utilization"},
 }
 
 

@@ -27,6 +27,8 @@ MIN_POINTS = 5  # a finding needs at least this much history...
 FEW_POINTS = 3  # ...or this much, if the jump is also large in relative terms (short pastes)
 FEW_POINTS_RATIO = 1.5  # with little history a spike must exceed the median by 50 %
 SPIKE_Z = 6.0  # robust z-score (MAD units) above the rolling median
+LOCAL_SPIKE_Z = 9.0  # ... or this many step-to-step noise units above the last few points
+LOCAL_SPIKE_RISE = 0.15  # ... and at least 15 % above them
 EXPLOSION_RATIO = 10.0  # an order of magnitude above the rolling median
 GROWTH_BASE = 5  # first values of a grad-norm series: the baseline a steady rise is measured from
 GROWTH_RUN = 10  # a steady rise: of the last GROWTH_RUN steps ...
@@ -45,7 +47,7 @@ MAX_SAMPLES = 512  # points kept per series for trends and plots: every k-th, k 
 METRIC_LINE_PATTERN = (
     r"^.*(?:loss|grad.?norm|gnorm|it/s|s/it|per_sec|samples/s|persec|tokens/s|tok/s"
     r"|throughput|tflops|\d+%\s+default|gpu-util|iteration\s+\d+|#\s*gpu\s|utilization\.gpu"
-    r"|\btook\s+\d+(?:\.\d+)?\s*(?:ms|s|sec|secs|seconds|min|mins|minutes)\b|step.?time"
+    r"|\btook\s+\d+(?:\.\d+)?\s*(?:ms|s|sec|secs|seconds|min|mins|minutes)\b|step.?time|data.?time"
     r"|^\s*\d+(?:\s+(?:\d+|-)){3,}\s*$|^\s*\d+\s*%\s*(?:,.*)?$).*$"
 )
 
@@ -56,10 +58,11 @@ _NUM_STR = "0123456789.eE+-naNfiItyIFY"
 _DELIM_TABLE = str.maketrans({d: "\0" for d in "{},|[]'\";\t:=<>#"})
 _KEY_JUNK = "0123456789 _./()-"
 _SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient norm", "gnorm", "lr", "step_time",
-               "step time", "iter time", "time")
+               "step time", "iter time", "time", "tok/s", "tokens/s", "samples/s", "data_time", "data time")
 _NOT_TRAINING = frozenset({"val", "eval", "valid", "validation", "test", "dev", "evaluation"})
 _VALUE_SKIP = " \t'\"[("
 _TQDM = re2.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")
+_RATE = re2.compile(r"(?:^|[\s|,(\[])(\d+(?:\.\d+)?)\s*(s/it|it/s)\b")
 _TQDM_STEP = re2.compile(r"\|\s*(\d+)/(\d+)\s*\[")
 _MEGATRON = re2.compile(r"(?i)iteration\s+(\d+)\s*/\s*(\d+)")
 _SMI = re2.compile(r"(?i)(\d+)%\s+(?:default|e\. process|prohibited)")
@@ -71,6 +74,7 @@ GRAD_KEYS = {"grad_norm", "grad norm", "gnorm", "grad-norm", "gradient_norm", "t
 LR_KEYS = {"learning_rate", "learning rate", "lr", "train/learning_rate"}
 LOSS_SCALE_KEYS = {"loss scale", "loss_scale", "loss-scale", "cur_scale", "current loss scale", "train/loss_scale"}
 STEP_KEYS = {"step", "global_step", "steps", "global step", "iter", "iteration", "train/global_step"}
+DATA_TIME_KEYS = {"data_time", "data time", "data_wait", "data-time", "time_data", "dataloader_time"}
 THROUGHPUT_KEYS = {"samples_per_second", "samples/sec", "samples/s", "currsamplespersec", "runningavgsamplespersec",
                    "tokens_per_sec", "tokens/s", "tokens_per_second", "tok/s", "throughput", "tflops",
                    "throughput_tokens_per_sec", "tokens per second"}
@@ -89,7 +93,7 @@ def _num(text: str) -> float | None:
         return None
 
 
-KNOWN_KEYS = LOSS_KEYS | GRAD_KEYS | LR_KEYS | LOSS_SCALE_KEYS | STEP_KEYS | THROUGHPUT_KEYS | STEP_TIME_KEYS | {"epoch"}
+KNOWN_KEYS = LOSS_KEYS | GRAD_KEYS | LR_KEYS | LOSS_SCALE_KEYS | DATA_TIME_KEYS | STEP_KEYS | THROUGHPUT_KEYS | STEP_TIME_KEYS | {"epoch"}
 
 
 def key_values(line: str) -> list[tuple[str, float]]:
@@ -155,6 +159,10 @@ def _space_value(line: str, low: str, kw: str) -> list[tuple[str, float]]:
         rest = line[after : after + 40]
         stripped = rest.lstrip(" \t")
         if not (before.isalnum() or before == "_") and stripped is not rest and stripped[:1] in _NUM_START:
+            if "," in stripped[:16]:  # "tok/s 152,408": thousands separators
+                head = stripped[:16]
+                cut = len(head) - len(head.lstrip("0123456789,"))
+                stripped = head[:cut].replace(",", "") + stripped[cut:] if cut else stripped
             tail = stripped[:32].lstrip(_NUM_STR)
             value = _num(stripped[: min(32, len(stripped)) - len(tail)])
             if value is not None:
@@ -235,6 +243,11 @@ class MetricsAnalyser:
             self.total_steps = total
             self.formats.add("tqdm")
             step = n
+        elif "s/it" in body or "it/s" in body:
+            m = _RATE.search(body)  # a rate without a progress bar: "step 50 | loss 0.85 | 1.10 s/it"
+            if m:
+                rate = float(m.group(1))
+                values["it/s"] = rate if m.group(2) == "it/s" else (1.0 / rate if rate else 0.0)
         else:
             m = _TQDM_STEP.search(body) if ("|" in body and "[" in body) else None
             if m:
@@ -257,6 +270,8 @@ class MetricsAnalyser:
                 values["learning_rate"] = v
             elif k in LOSS_SCALE_KEYS:
                 values["loss_scale"] = v
+            elif k in DATA_TIME_KEYS:
+                values["data_time"] = v
             elif k in THROUGHPUT_KEYS:
                 values[k] = v
             elif k in STEP_TIME_KEYS:
@@ -370,6 +385,19 @@ class MetricsAnalyser:
             self._finding("loss-spike", s.name, step, number, x, med,
                           f"loss {x:g} at {self._where(step, s.points)} is {z:.1f} robust deviations above "
                           f"the rolling median {med:g}")
+            return
+        if len(s.window) < MIN_POINTS:
+            return
+        # A falling loss widens the window's spread, which hides a spike from the check above; measured
+        # against the last few points and the step-to-step noise, the trend no longer matters.
+        window = list(s.window)
+        noise = 1.4826 * median(abs(b - a) for a, b in zip(window, window[1:]))
+        base = median(window[-5:])
+        floor = max(noise, 0.02 * abs(base), 1e-8)
+        if x > base * (1 + LOCAL_SPIKE_RISE) and (x - base) / floor > LOCAL_SPIKE_Z:
+            self._finding("loss-spike", s.name, step, number, x, base,
+                          f"loss {x:g} at {self._where(step, s.points)} jumped {x / base - 1:.0%} above the last "
+                          f"points ({base:g}), {(x - base) / floor:.0f}× the step-to-step noise")
 
     def _check_explosion(self, s: _Series, x: float, step: float | None, number: int) -> None:
         self._check_growth(s, x, step, number)

@@ -146,7 +146,7 @@ class Reading(_Model):
 class Trend(_Model):
     """A metric's behaviour over many steps: steady growth or decline, a period, a collapse, a precursor."""
 
-    kind: Literal["growth", "decline", "periodic", "collapse", "precursor"]
+    kind: Literal["growth", "decline", "periodic", "collapse", "precursor", "data-wait"]
     series: str
     start_step: float | None = None
     end_step: float | None = None
@@ -183,4 +183,6 @@ class Triage(_Model):
     outside: list[OutsideHit] = Field(default=[], description="out-of-domain signatures seen, first line first")
     digest: str = Field(default="", description="the lines that matter (all of a short input), for similarity search")
     readings: list[Reading] = Field(default=[], description="what numbers on input lines say about this case")
+    causes_by_mode: dict[str, list[RankedCause]] = Field(
+        default={}, description="every mode's causes ranked with this input's evidence (for candidates other stages add)")
     timeline: Timeline | None = Field(default=None, description="first failing rank and what followed, for multi-rank output")

@@ -47,6 +47,7 @@ _NOT_ERROR = re2.compile(r"(?i)might be asynchronously reported|UserWarning|Futu
 _FIELD = re2.compile(r"^\s*(time|host|rank|exitcode)\s*:\s*(.*?)\s*$")
 _ENTRY = re2.compile(r"^\s*\[\d+\]:\s*$")
 _ROOT = re2.compile(r"Root Cause \(first observed failure\)")
+NEXT_STAMP_LINES = 40  # an unstamped error is dated by its rank's next stamp at most this many lines later
 _RANKNUM = re2.compile(r"^(\d+)")
 # A header that starts one rank's part of a paste: "=== node-8: logs/rank13.log (tail) ===", "==> rank_3.out <==",
 # "--- rank 5 ---". Unprefixed lines after it belong to that rank until the next header.
@@ -177,6 +178,7 @@ def build(lines: list[KeptLine]) -> Timeline | None:
     """The timeline of ``lines``, or ``None`` when fewer than two ranks report anything."""
     first: dict[tuple[str, str], RankEvent] = {}
     last_time: dict[str, tuple[str | None, float | None]] = {}
+    stamps: dict[str, list[tuple[int, str, float]]] = {}  # rank -> (line, time, seconds) of its stamped lines
     for kl in lines:
         if kl.rank is None or len(kl.body) > 4000:
             continue
@@ -185,6 +187,7 @@ def build(lines: list[KeptLine]) -> Timeline | None:
             when, seconds = last_time.get(kl.rank, (None, None))
         else:
             last_time[kl.rank] = (when, seconds)
+            stamps.setdefault(kl.rank, []).append((kl.number, when, seconds))
         kind = classify(kl.body)
         if kind is None:
             continue
@@ -193,6 +196,12 @@ def build(lines: list[KeptLine]) -> Timeline | None:
             continue
         first[key] = RankEvent(rank=kl.rank, line=kl.number, kind=kind, text=kl.body.strip()[:300], time=when,
                                seconds=seconds)
+    for key, ev in first.items():
+        if ev.seconds is None:  # a traceback before the rank's first stamp: the next stamp, a few lines on, dates it
+            nxt = next(((w, sec) for n, w, sec in stamps.get(ev.rank, []) if ev.line < n <= ev.line + NEXT_STAMP_LINES),
+                       None)
+            if nxt is not None:
+                first[key] = ev.model_copy(update={"time": nxt[0], "seconds": nxt[1]})
     table, root = _table_events(lines)
     for ev in table:  # the launcher's table fills in ranks whose own output was not captured
         key = (ev.rank, ev.kind)
@@ -240,6 +249,8 @@ def describe(tl: Timeline, lang: str = "en") -> str | None:
         out = f"rank {f.rank} 最先出错（第 {f.line} 行{('，' + f.time) if f.time else ''}）"
         if timeouts:
             later = f"{_duration(tl.gap_seconds)}后" if tl.gap_seconds else "随后"
+        if timeouts[0].time:
+            later += f"（{timeouts[0].time}）"
             out += f"；rank {_ranks(timeouts)} {later}才超时，这些超时是结果而不是原因"
         if torn:
             out += f"；rank {_ranks(torn)} 是被连带终止的"
@@ -249,6 +260,8 @@ def describe(tl: Timeline, lang: str = "en") -> str | None:
     out = f"rank {f.rank} failed first (line {f.line}{',' + at if at else ''})"
     if timeouts:
         later = f"{_duration(tl.gap_seconds)} later" if tl.gap_seconds else "afterwards"
+        if timeouts[0].time:
+            later += f" (at {timeouts[0].time})"
         out += (f"; rank{'s' if len({e.rank for e in timeouts}) > 1 else ''} {_ranks(timeouts)} timed out {later} — "
                 "consequences of that failure, not its cause")
     if torn:

@@ -21,6 +21,8 @@ MIN_SPIKES = 3
 MIN_PERIOD_POINTS = 5  # spikes closer than this many logged points apart are a divergence, not a period
 COLLAPSE_HALVINGS = 4  # the loss scale halved at least this many times ...
 PRECURSOR_RATIO = 5.0  # grad norm at least 5x its starting level before the blow-up
+DATA_WAIT_SECONDS = 0.5  # a mean wait for the next batch above this (or ...
+DATA_WAIT_SHARE = 0.25  # ... above this share of the step time) starves the GPU
 
 _RISING = {"step_time"}
 _FALLING = {"it/s", "samples_per_second", "samples/sec", "samples/s", "currsamplespersec", "tokens_per_sec", "tokens/s",
@@ -37,6 +39,10 @@ def find_trends(report: MetricsReport) -> list[Trend]:
         pts = [p for p in s.samples if p.value is not None]
         if name in _RISING or name in _FALLING:
             t = _monotone(name, pts, rising=name in _RISING)
+            if t is not None:
+                out.append(t)
+        elif name == "data_time":
+            t = _data_wait(pts, by_name.get("step_time"))
             if t is not None:
                 out.append(t)
         elif name == "loss_scale":
@@ -120,7 +126,11 @@ def _monotone(name: str, pts: list[SeriesPoint], rising: bool) -> Trend | None:
 
 
 def _periodic(spikes: list[MetricFinding], interval: float | None) -> Trend | None:
-    steps = sorted({f.step for f in spikes if f.step is not None})
+    steps: list[float] = []
+    for st in sorted({f.step for f in spikes if f.step is not None}):
+        # a spike's after-effect (the next logged points still high) is the same episode, not a new spike
+        if not steps or interval is None or st - steps[-1] >= MIN_PERIOD_POINTS * interval:
+            steps.append(st)
     if len(steps) < MIN_SPIKES:
         return None
     gaps = [b - a for a, b in zip(steps, steps[1:])]
@@ -147,9 +157,10 @@ def _collapse(pts: list[SeriesPoint]) -> Trend | None:
     low = min(after, key=lambda p: p.value)
     if low.value <= 0 or peak.value / low.value < 2 ** COLLAPSE_HALVINGS:
         return None
-    en = (f"the loss scale collapsed from {peak.value:g} to {low.value:g} (lines {peak.line}–{low.line}): FP16 "
+    span = f"steps {peak.step:g}–{low.step:g}, lines {peak.line}–{low.line}"
+    en = (f"the loss scale collapsed from {peak.value:g} to {low.value:g} ({span}): FP16 "
           "gradients overflow on (nearly) every step, so the scaler keeps halving and steps are skipped.")
-    zh = (f"loss scale 从 {peak.value:g} 一路降到 {low.value:g}（第 {peak.line}–{low.line} 行）：FP16 梯度几乎每一步都溢出，"
+    zh = (f"loss scale 从 {peak.value:g} 一路降到 {low.value:g}（第 {peak.step:g}–{low.step:g} 步，第 {peak.line}–{low.line} 行）：FP16 梯度几乎每一步都溢出，"
           "scaler 不断减半，step 被跳过。")
     return Trend(kind="collapse", series="loss_scale", start_step=None, end_step=None, line=peak.line,
                  ratio=round(low.value / peak.value, 6), en=en, zh=zh)
@@ -166,7 +177,10 @@ def _precursor(samples: list[SeriesPoint], blow: MetricFinding) -> Trend | None:
     peak = before[-1]
     if base <= 0 or run < 4 or peak.value / base < PRECURSOR_RATIO:
         return None
-    start = before[-run - 1]
+    # the onset: the first point of the final rise that left the baseline (2x), else where the rise began
+    rise = before[-run - 1:]
+    start = next((p for p in rise if p.value > 2 * base), rise[0])
+    run = len(before) - before.index(start) - 1
     what = "the loss became NaN/inf" if blow.kind == "nan-onset" else "the blow-up"
     what_zh = "loss 变成 NaN/inf" if blow.kind == "nan-onset" else "爆炸"
     where = f"step {blow.step:g}" if blow.step is not None else f"line {blow.line}"
@@ -179,3 +193,24 @@ def _precursor(samples: list[SeriesPoint], blow: MetricFinding) -> Trend | None:
           f"{start.value:.3g} 到第 {peak.step:g} 步的 {peak.value:.3g}）：先是梯度爆炸，NaN 只是症状。")
     return Trend(kind="precursor", series="grad_norm", start_step=start.step, end_step=peak.step, line=start.line,
                  ratio=round(ratio, 2), en=en, zh=zh)
+
+
+def _data_wait(pts: list[SeriesPoint], step_time) -> Trend | None:
+    if len(pts) < MIN_POINTS:
+        return None
+    mean = sum(p.value for p in pts) / len(pts)
+    worst = max(pts, key=lambda p: p.value)
+    step_pts = [p for p in step_time.samples if p.value is not None] if step_time is not None else []
+    share = mean / (sum(p.value for p in step_pts) / len(step_pts)) if step_pts else None
+    if mean < DATA_WAIT_SECONDS and (share is None or share < DATA_WAIT_SHARE):
+        return None
+    slow = [p for p in pts if p.value > 10 * median(q.value for q in pts)]
+    gaps = [b.step - a.step for a, b in zip(slow, slow[1:])]
+    every = f"; the long waits come every {median(gaps):g} steps" if len(slow) >= 3 and len(set(gaps)) == 1 else ""
+    every_zh = f"；长等待每隔 {median(gaps):g} 步出现一次" if every else ""
+    en = (f"the training loop waits {mean:.3g} s per step on average for the next batch (up to {worst.value:.3g} s at "
+          f"step {worst.step:g}){every}: data loading, not the GPU, sets the pace.")
+    zh = (f"训练循环平均每步要等 {mean:.3g} 秒才拿到下一个 batch（第 {worst.step:g} 步最长 {worst.value:.3g} 秒）{every_zh}："
+          "决定速度的是数据加载，而不是 GPU。")
+    return Trend(kind="data-wait", series="data_time", start_step=pts[0].step, end_step=pts[-1].step, line=worst.line,
+                 ratio=round(share, 3) if share is not None else None, en=en, zh=zh)

@@ -19,7 +19,17 @@ from pathlib import Path
 from assistant.causality import Causality, apply_links, load_causality
 from assistant.errors import InputError
 from assistant.metrics import METRIC_LINE_PATTERN, MetricsAnalyser
-from assistant.models import Candidate, Evidence, FollowUp, MetricsReport, OutsideHit, Reading, TracebackInfo, Triage
+from assistant.models import (
+    Candidate,
+    Evidence,
+    FollowUp,
+    MetricsReport,
+    OutsideHit,
+    RankedCause,
+    Reading,
+    TracebackInfo,
+    Triage,
+)
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
@@ -70,6 +80,7 @@ TREND_CONFIDENCE = {
     "periodic": ("loss-spike", 0.85),
     "collapse": ("nan-loss", 0.7),
     "precursor": ("gradient-explosion", 0.9),
+    "data-wait": ("slow-training", 0.8),
 }
 # ... and points at a cause: (mode, cause, boost).
 TREND_CAUSE = {
@@ -78,8 +89,10 @@ TREND_CAUSE = {
     "periodic": ("loss-spike", "data-distribution-shift", 0.45),
     "collapse": ("nan-loss", "fp16-overflow", 0.4),
     "precursor": ("gradient-explosion", "no-grad-clipping", 0.15),
+    "data-wait": ("slow-training", "dataloader-bottleneck", 0.5),
 }
-_TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长"}
+_TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长", "data-wait": "数据等待"}
+TRIGGER_LOOKBACK = 3  # lines before a spike searched for what triggered it
 ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback
 MIN_CONFIDENCE = 0.3
 MAX_EVIDENCE = 8
@@ -348,6 +361,9 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
     try:
         if metrics is not None:
             metrics.trends = find_trends(metrics)
+            for t in metrics.trends:
+                if t.kind == "periodic":
+                    _periodic_trigger(t, metrics, kept)
         readings = read_numbers(kept, metrics.total_steps if metrics else None)
     except Exception as err:  # noqa: BLE001
         warnings.append(f"numbers stage failed: {err}")
@@ -369,9 +385,10 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
 
     facts: dict[str, str] = {}
     follow: list[FollowUp] = []
+    causes_by_mode: dict[str, list[RankedCause]] = {}
     try:
-        facts, candidates, follow = _decide(engine, scanner, candidates, boosts, metrics, tracebacks,
-                                            answers or {})
+        facts, candidates, follow, causes_by_mode = _decide(engine, scanner, candidates, boosts, metrics, tracebacks,
+                                                            answers or {})
     except Exception as err:  # noqa: BLE001
         warnings.append(f"decision-tree stage failed: {err}")
 
@@ -392,7 +409,32 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         digest=_digest(kept, stats.lines),
         timeline=timeline,
         readings=readings,
+        causes_by_mode=causes_by_mode,
     )
+
+
+def _periodic_trigger(t, metrics: MetricsReport, kept: list[KeptLine]) -> None:
+    """What happens right before each periodic spike (a shard switch, an evaluation, a save): a non-metric
+    line of the same shape within a few lines before at least two spikes is named in the trend."""
+    spikes = sorted({f.line for f in metrics.findings if f.kind == "loss-spike"})
+    by_number = {k.number: k for k in kept}
+    shapes: dict[str, list[KeptLine]] = {}
+    for line in spikes:
+        seen: set[str] = set()
+        for n in range(line - TRIGGER_LOOKBACK, line):
+            k = by_number.get(n)
+            if k is None or "loss" in k.body.lower() or not k.body.strip():
+                continue
+            shape = "".join("#" if ch.isdigit() else ch for ch in k.body.strip())
+            if shape not in seen:
+                seen.add(shape)
+                shapes.setdefault(shape, []).append(k)
+    best = max(shapes.values(), key=len, default=[])
+    if len(best) >= 2:
+        k = best[0]
+        text = display(k.body.strip())[:200]
+        t.en += f" Each spike follows a line like line {k.number}: “{text}”."
+        t.zh += f" 每次尖峰之前都有类似第 {k.number} 行的内容：“{text}”。"
 
 
 def _digest(kept: list[KeptLine], total: int) -> str:
@@ -546,6 +588,7 @@ def _decide(
     answers: dict[str, str],
 ):
     tree = engine.tree
+    by_mode: dict[str, list[RankedCause]] = {}
     facts, reasons = facts_from_text(tree, scanner.signals)
     derived, derived_reasons = facts_from_analysis(metrics, tracebacks)
     for k, v in derived.items():  # analysis of the log beats loose text mentions
@@ -563,12 +606,14 @@ def _decide(
             boosts.setdefault(effect.failure_mode, {})[link.effect_cause] = (
                 0.2, Reason(f"{cause.failure_mode} evidenced: {link.why}", f"已有 {cause.failure_mode} 的证据：{link.why_zh}"))
 
+    for mode in tree.modes:
+        by_mode[mode] = rank_causes(tree, mode, facts, reasons, scanner.signals, boosts.get(mode, {}))
     for c in candidates:
-        c.causes = rank_causes(tree, c.failure_mode, facts, reasons, scanner.signals, boosts.get(c.failure_mode, {}))
+        c.causes = by_mode[c.failure_mode]
     candidates = [c for c in candidates if c.confidence >= MIN_CONFIDENCE]
     candidates.sort(key=lambda c: (-c.confidence, c.failure_mode))
     top = [c.failure_mode for c in candidates[:2]]
     questions = follow_ups(tree, top, facts)
-    return facts, candidates, questions
+    return facts, candidates, questions, by_mode
 
 
