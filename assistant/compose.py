@@ -126,6 +126,13 @@ def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations,
         said = _said(fix)
         hit = next((i for i, (_, pats) in enumerate(ends) if any(p.search(said) for p in pats)), None)
         ruling = _ruled_out(fix, ruled, dropped or {})
+        if ruling is not None and ruling.strip_code:
+            if fix.code is not None:
+                left_out.append(LeftOutView(kind="code", text=fix.code.code.splitlines()[0],
+                                            reason=ruling.reason_zh if lang == "zh" else ruling.reason,
+                                            cite=cites.add(fix.code.citation)))
+            fix = fix.model_copy(update={"code": None})
+            ruling = None
         if ruling is not None:
             text = (fix.text.get(lang) if fix.text else None) or (fix.code.code.splitlines()[0] if fix.code else "")
             left_out.append(LeftOutView(kind="fix", text=text, reason=ruling.reason_zh if lang == "zh" else ruling.reason,
@@ -218,7 +225,8 @@ def compose(
         view.score = round(min(r.raw, 1.0), 4)
         view.readings = _readings(result, r.mode, lang)
         if cand is not None and cand.note:
-            view.note = _root_note(cand, lang, named=result.timeline is not None and result.timeline.first_failure is not None)
+            view.note = _root_note(cand, lang, named=result.timeline is not None and (result.timeline.first_failure is not None
+                                                                        or bool(result.timeline.mismatch)))
         views.append(view)
     routes = list(result.routes)
     for extra in ("cases", "retrieval"):

@@ -62,7 +62,7 @@ class DontView(_Model):
 class LeftOutView(_Model):
     """A cause or fix of the record that a fact of this case rules out."""
 
-    kind: Literal["cause", "fix"]
+    kind: Literal["cause", "fix", "code"]
     text: str
     reason: str
     cite: int = Field(ge=1)

@@ -129,11 +129,83 @@ def _oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
                    why_zh=f"申请 {_fmt(requested)}，空闲 {_fmt(free)}，预留未分配只有 {_fmt(slack)}（第 {line.number} 行）")
 
 
+_PRINT = re2.compile(r"print\((.{1,300})\)\s*(?:(?:->|→|=>|#)\s*(.{1,200}))?$")
+_NUMBER = re2.compile(r"^-?\d+(?:\.\d+)?$")
+
+
+def _split_args(args: str) -> list[str]:
+    """Top-level comma-separated arguments of a call (brackets nest)."""
+    out, depth, cur = [], 0, []
+    for ch in args:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur).strip())
+    return out
+
+
+def printed_values(lines: Sequence[KeptLine]) -> list[tuple[str, int, KeptLine]]:
+    """``(expression, integer value, line)`` from a pasted ``print(a, b)`` and the output line after it
+    (or after ``->`` on the same line): how people show numbers in a REPL or a debugging session."""
+    out = []
+    for i, k in enumerate(lines):
+        m = _PRINT.search(k.body) if "print(" in k.body else None
+        if m is None:
+            continue
+        args = _split_args(m.group(1))
+        shown = m.group(2) if m.group(2) else (lines[i + 1].body if i + 1 < len(lines) else "")
+        where = k if m.group(2) else (lines[i + 1] if i + 1 < len(lines) else k)
+        values = shown.replace("torch.Size([", "[").replace(",", " ").replace("(", " ").replace(")", " ").split()
+        nums = [v.strip("[]") for v in values]
+        j = 0
+        for arg in args:
+            while j < len(nums) and not _NUMBER.match(nums[j]):
+                j += 1
+            if j >= len(nums):
+                break
+            if "." not in nums[j]:
+                out.append((arg, int(nums[j]), where))
+            j += 1
+    return out
+
+
 def _token(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     found = _first(lines, _INDEX)
     vocab = _first(lines, _VOCAB)
     tok = _first(lines, _TOKENIZER_LEN)
     max_id = _first(lines, _MAX_ID)
+    named = printed_values(lines)
+    p_vocab = next(((v, k) for e, v, k in named if re2.search(r"vocab_size|num_embeddings|embed", e)), None)
+    p_tok = next(((v, k) for e, v, k in named if re2.search(r"len\(\s*tok", e)), None)
+    p_max = next(((v, k) for e, v, k in named if re2.search(r"max", e) and re2.search(r"id", e)), None)
+    if found is None and p_vocab is not None and (p_tok or p_max):
+        n_vocab, where = p_vocab
+        if p_tok is not None and p_tok[0] > n_vocab:
+            n = p_tok[0]
+            en = (f"The tokenizer has {n} tokens but the embedding has {n_vocab} rows (line {where.number}): "
+                  f"{n - n_vocab} added token(s) have no embedding — call model.resize_token_embeddings(len(tokenizer)).")
+            zh = (f"tokenizer 有 {n} 个 token，但 embedding 只有 {n_vocab} 行（第 {where.number} 行）：新增的 {n - n_vocab} 个 "
+                  "token 没有 embedding——调用 model.resize_token_embeddings(len(tokenizer))。")
+            return Reading(modes=["token-out-of-range"], kind="token-id", line=where.number, en=en, zh=zh,
+                           causes={"token-out-of-range": "vocab-mismatch-added-tokens"}, delta=0.35)
+        if p_max is not None and p_max[0] >= n_vocab:
+            top = p_max[0]
+            far = top >= 2 * n_vocab
+            en = (f"The largest token id is {top} but the vocabulary has {n_vocab} entries (line {where.number})"
+                  + (": far beyond a few added tokens — the data was tokenized with another model's tokenizer; "
+                     "re-tokenize it (clamping ids or resizing the embeddings would train on garbage)." if far else "."))
+            zh = (f"最大的 token id 是 {top}，但词表只有 {n_vocab} 个（第 {where.number} 行）"
+                  + ("：远超新增几个 token 的范围——数据是用别的模型的 tokenizer 分词的；应重新分词"
+                     "（截断 id 或扩大 embedding 都是在垃圾数据上训练）。" if far else "。"))
+            return Reading(modes=["token-out-of-range"], kind="token-id", line=where.number, en=en, zh=zh,
+                           causes={"token-out-of-range": "wrong-tokenizer-for-data" if far else "vocab-mismatch-added-tokens"},
+                           delta=0.4)
     if found is not None:
         line, m = found
         idx, size = int(m.group(1)), int(m.group(2))
@@ -145,11 +217,16 @@ def _token(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
             return Reading(modes=["token-out-of-range"], kind="token-id", line=line.number, en=en, zh=zh,
                            causes={"token-out-of-range": "invalid-special-token-id"}, delta=0.3)
         extra = idx - size + 1
+        far = idx >= 2 * size
         en = (f"Token id {idx} ≥ vocabulary size {size} (line {line.number}): ids must be below {size}; "
-              f"at least {extra} id(s) have no embedding row.")
-        zh = f"token id {idx} ≥ 词表大小 {size}（第 {line.number} 行）：id 必须小于 {size}；至少有 {extra} 个 id 没有对应的 embedding 行。"
+              + ("that is far beyond a few added tokens — the data was tokenized with another model's tokenizer."
+                 if far else f"at least {extra} id(s) have no embedding row."))
+        zh = (f"token id {idx} ≥ 词表大小 {size}（第 {line.number} 行）：id 必须小于 {size}；"
+              + ("远超新增几个 token 的范围——数据是用别的模型的 tokenizer 分词的。" if far
+                 else f"至少有 {extra} 个 id 没有对应的 embedding 行。"))
         return Reading(modes=["token-out-of-range"], kind="token-id", line=line.number, en=en, zh=zh,
-                       causes={"token-out-of-range": "vocab-mismatch-added-tokens"}, delta=0.2)
+                       causes={"token-out-of-range": "wrong-tokenizer-for-data" if far else "vocab-mismatch-added-tokens"},
+                       delta=0.3 if far else 0.2)
     if tok is not None and vocab is not None:
         n_tok = int(tok[1].group(1) or tok[1].group(2))
         n_vocab = int(vocab[1].group(1))

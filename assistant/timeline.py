@@ -47,6 +47,7 @@ _NOT_ERROR = re2.compile(r"(?i)might be asynchronously reported|UserWarning|Futu
 _FIELD = re2.compile(r"^\s*(time|host|rank|exitcode)\s*:\s*(.*?)\s*$")
 _ENTRY = re2.compile(r"^\s*\[\d+\]:\s*$")
 _ROOT = re2.compile(r"Root Cause \(first observed failure\)")
+_WORK = re2.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?")
 NEXT_STAMP_LINES = 40  # an unstamped error is dated by its rank's next stamp at most this many lines later
 _RANKNUM = re2.compile(r"^(\d+)")
 # A header that starts one rank's part of a paste: "=== node-8: logs/rank13.log (tail) ===", "==> rank_3.out <==",
@@ -81,6 +82,8 @@ class Timeline(BaseModel):
     consequences: list[RankEvent] = Field(default=[], description="timeouts and tear-downs on other ranks after it")
     launcher_root: str | None = Field(default=None, description="the rank torchrun's summary calls the root cause")
     gap_seconds: float | None = Field(default=None, description="from the first failure to the first timeout")
+    mismatch: list[RankEvent] = Field(
+        default=[], description="timeouts of ranks that disagree on the collective (SeqNum, op or size): one per variant")
 
     @property
     def ranks(self) -> list[str]:
@@ -222,7 +225,7 @@ def build(lines: list[KeptLine]) -> Timeline | None:
         timeouts = [e for e in consequences if e.kind == "timeout" and e.seconds is not None]
         if timeouts and failure.seconds is not None:
             gap = timeouts[0].seconds - failure.seconds
-    return Timeline(events=events, first_failure=failure, consequences=consequences, launcher_root=root,
+    return Timeline(mismatch=collective_mismatch(events), events=events, first_failure=failure, consequences=consequences, launcher_root=root,
                     gap_seconds=gap)
 
 
@@ -235,6 +238,44 @@ def _duration(seconds: float) -> str:
     if seconds >= 120:
         return f"{seconds / 60:.0f} min"
     return f"{seconds:.0f} s"
+
+
+def collective_mismatch(events: list[RankEvent]) -> list[RankEvent]:
+    """Timeouts whose ranks wait in different collectives (another SeqNum, op or size): one event per
+    variant, the odd one(s) first. Ranks that agree on one collective point at a slow or dead peer or the
+    network; ranks that disagree ran different code paths."""
+    variants: dict[tuple[str, str, str], list[RankEvent]] = {}
+    for e in events:
+        if e.kind != "timeout":
+            continue
+        m = _WORK.search(e.text)
+        if m:
+            variants.setdefault((m.group(1), m.group(2), m.group(3) or ""), []).append(e)
+    if len(variants) < 2 or len({r.rank for v in variants.values() for r in v}) < 2:
+        return []
+    return [v[0] for v in sorted(variants.values(), key=len)]
+
+
+def describe_mismatch(tl: Timeline, lang: str = "en") -> str | None:
+    """One sentence naming which ranks wait in which collective."""
+    if not tl.mismatch:
+        return None
+    parts = []
+    for e in tl.mismatch:
+        m = _WORK.search(e.text)
+        ranks = [x.rank for x in tl.events if x.kind == "timeout" and _WORK.search(x.text)
+                 and _WORK.search(x.text).groups() == m.groups()]
+        size = f", {m.group(3)} element{'s' if m.group(3) != '1' else ''}" if m.group(3) else ""
+        parts.append(f"rank {_ranks_of(ranks)} in SeqNum={m.group(1)} {m.group(2)}{size}")
+    if lang == "zh":
+        return "各 rank 等待的不是同一个集合通信：" + "；".join(parts) + "。它们走了不同的代码路径（某个 rank 跳过或多做了一次集合通信），不是网络问题。"
+    return ("The ranks wait in different collectives: " + "; ".join(parts)
+            + ". They ran different code paths (a rank skipped or added a collective); this is not a network problem.")
+
+
+def _ranks_of(ranks: list[str]) -> str:
+    ordered = sorted(set(ranks), key=_rank_key)
+    return ", ".join(ordered[:6]) + (f" (+{len(ordered) - 6})" if len(ordered) > 6 else "")
 
 
 def describe(tl: Timeline, lang: str = "en") -> str | None:

@@ -143,6 +143,7 @@ class Contradiction(_Reasoned):
     modes: list[str] = Field(default=[], description="modes it applies to (empty: every mode)")
     causes: list[str] = []
     fixes: list[str] = []
+    strip_code: bool = Field(default=False, description="keep the matched fixes' advice, drop only their code")
 
     @field_validator("fixes")
     @classmethod

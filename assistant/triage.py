@@ -33,7 +33,7 @@ from assistant.models import (
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
-from assistant.timeline import Timeline, describe, section_ranks
+from assistant.timeline import Timeline, describe, describe_mismatch, section_ranks
 from assistant.timeline import build as build_timeline
 from assistant.readings import read_numbers
 from assistant.tracebacks import KeptLine, extract
@@ -529,6 +529,8 @@ def _apply_timeline(tl: Timeline, candidates: list[Candidate],
     recognise its error, else a rank that died while the others waited (``distributed-sync-failure``).
     The timeouts stay as a lower alternative."""
     f = tl.first_failure
+    if f is None and tl.mismatch:
+        return _apply_mismatch(tl, candidates, boosts)
     if f is None or not any(e.kind == "timeout" for e in tl.consequences):
         return candidates
     first_after = min(e.line for e in tl.consequences)
@@ -559,6 +561,31 @@ def _apply_timeline(tl: Timeline, candidates: list[Candidate],
     for c in candidates:
         if c is not root and c.failure_mode in _CONSEQUENCE_MODES and c.failure_mode not in root.root_of:
             root.root_of.append(c.failure_mode)
+    return candidates
+
+
+def _apply_mismatch(tl: Timeline, candidates: list[Candidate],
+                    boosts: dict[str, dict[str, tuple[float, Reason]]]) -> list[Candidate]:
+    """Ranks that time out in different collectives ran different code paths: a synchronisation failure
+    (divergent control flow), with the timeouts as its consequence."""
+    evidence = [Evidence(line=e.line, text=display(e.text), match=e.text[:120], source="timeline:collective-mismatch",
+                         rank=e.rank, strength="strong") for e in tl.mismatch]
+    top = max((c.confidence for c in candidates), default=0.0)
+    root = next((c for c in candidates if c.failure_mode == "distributed-sync-failure"), None)
+    if root is None:
+        root = Candidate(failure_mode="distributed-sync-failure", confidence=TIMELINE_CONFIDENCE, evidence=[],
+                         route="rule")
+        candidates.append(root)
+    root.evidence = evidence + root.evidence
+    root.confidence = round(min(0.99, max(root.confidence, top + 0.01, TIMELINE_CONFIDENCE)), 3)
+    root.note, root.note_zh = describe_mismatch(tl, "en"), describe_mismatch(tl, "zh")
+    boosts.setdefault("distributed-sync-failure", {})["divergent-control-flow"] = (
+        0.5, Reason("the ranks wait in different collectives", "各 rank 等待的是不同的集合通信"))
+    for c in candidates:
+        if c.failure_mode == "network-timeout":
+            c.confidence = round(c.confidence * TIMEOUT_AS_CONSEQUENCE, 3)
+            if "network-timeout" not in root.root_of:
+                root.root_of.append("network-timeout")
     return candidates
 
 
