@@ -38,8 +38,8 @@ _MAX_ID = re2.compile(r"(?i)\bmax(?:imum)?[ _](?:token[ _])?(?:input[ _])?id[s]?
 _KILLED = re2.compile(r"(?i)Killed process (\d+) \(([^)]{1,40})\)(?:.*?total-vm:(\d+)kB)?(?:.*?anon-rss:(\d+)kB)?")
 _CGROUP = re2.compile(r"(?i)(?:memory cgroup out of memory|oom-kill:constraint=CONSTRAINT_MEMCG|OOMKilled)")
 _LIMIT = re2.compile(r"(?i)(?:memory[._ ]?limit|memory\.max|limits?\.memory|mem_limit)\W{0,6}(\d+(?:\.\d+)?)\s*(GiB|Gi|GB|G|MiB|Mi|MB|M)\b")
-_LR = re2.compile(r"(?i)\b(?:learning_rate|lr)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
-_WARMUP = re2.compile(r"(?i)\bwarmup_(steps|ratio)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?)\b")
+_LR = re2.compile(r"(?i)(?:\b(?:learning_rate|lr)[\"']?\s*[:=]\s*|--lr[ =])(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
+_WARMUP = re2.compile(r"(?i)\bwarmup_(steps|ratio)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?)\b|\b(?:no|without(?: any)?) (?:lr )?(warm-?up)\b()")
 _WORKER = ("data_worker", "dataloader", "pt_data", "worker")
 
 FRAGMENTED_SHARE = 1.0  # reserved-but-unallocated at least the request: the memory is there, but in pieces
@@ -282,14 +282,21 @@ def _lr(lines: Sequence[KeptLine], total: float | None) -> Reading | None:
     if lr is None or warm is None:
         return None
     value = float(lr[1].group(1))
-    kind, amount = warm[1].group(1).lower(), float(warm[1].group(2))
+    if warm[1].group(1):
+        kind, given, amount = warm[1].group(1).lower(), warm[1].group(2), float(warm[1].group(2))
+    else:
+        kind, given, amount = "steps", "0", 0.0  # "no warmup" in words
     if amount > 0:
         return None
     steps = f" ({max(int(total * 0.02), 1)} of {total:g} steps)" if total else ""
-    en = (f"Learning rate {value:g} with no warmup ({'warmup_' + kind}={warm[1].group(2)}, lines {lr[0].number} and "
-          f"{warm[0].number}): Adam's first updates run at the full rate; warm up over 1–3 % of training{steps} "
+    raw = lr[1].group(1)  # as the user wrote it ("1e-3", not "0.001")
+    where = f"line {lr[0].number}" if lr[0].number == warm[0].number else f"lines {lr[0].number} and {warm[0].number}"
+    where_zh = f"第 {lr[0].number} 行" if lr[0].number == warm[0].number else f"第 {lr[0].number} 和 {warm[0].number} 行"
+    said = f"warmup_{kind}={given}, " if warm[1].group(1) else ""
+    en = (f"Learning rate {raw} with no warmup ({said}{where}): Adam's first updates run at the full rate; "
+          f"warm up over 1–3 % of training{steps} "
           f"and, if it still diverges, try {value / 3:.1e}.")
-    zh = (f"学习率 {value:g} 且没有 warmup（warmup_{kind}={warm[1].group(2)}，第 {lr[0].number} 和 {warm[0].number} 行）："
+    zh = (f"学习率 {raw} 且没有 warmup（{said}{where_zh}）："
           f"Adam 最初的更新就用了满学习率；用训练总步数的 1–3 % 做 warmup{steps.replace(' of ', ' / ')}，若仍发散再试 {value / 3:.1e}。")
     return Reading(modes=["gradient-explosion", "nan-loss", "loss-spike"], kind="lr-warmup", line=lr[0].number,
                    en=en, zh=zh, causes={"gradient-explosion": "missing-warmup", "nan-loss": "lr-too-high",

@@ -40,7 +40,9 @@ _COLLATERAL = re2.compile(
 _ERROR = re2.compile(
     r"(?:^|[^A-Za-z])(?:[A-Z][A-Za-z]*(?:Error|Exception)\b|CUDA error|out of memory|Out of memory|"
     r"Killed process|oom-kill|Segmentation fault|SIGSEGV|SIGKILL|SIGBUS|Bus error|core dumped|"
-    r"device-side assert|illegal memory access|NaN or Inf found|Assertion .* failed)"
+    r"device-side assert|illegal memory access|NaN or Inf found|Assertion .* failed|NCCL error|"
+    r"ncclSystemError|ncclInternalError|unhandled system error|watchdog thread terminated with exception|"
+    r"Got completion from peer .* status=\d+|IBV_WC_\w+_ERR)"
 )
 _NOT_ERROR = re2.compile(r"(?i)might be asynchronously reported|UserWarning|FutureWarning|DeprecationWarning|"
                          r"^\s*(?:File \"|raise |warnings\.warn)")

@@ -195,3 +195,84 @@ def test_code_span_keeps_text_verbatim(text):
     fence = span[: len(span) - len(span.lstrip("`"))]
     assert span.startswith(fence) and span.endswith(fence)
     assert span[len(fence):-len(fence)].strip(" ") == text.strip(" ") or span[len(fence):-len(fence)] == f" {text} "
+
+
+# -- timeline ------------------------------------------------------------------------------------
+
+def _watchdog(rank: int, t: str, seq: int = 9001, numel: int = 4096) -> str:
+    return (f"[rank{rank}]:[E1202 {t}.000100 77 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn={numel}, NumelOut={numel}, "
+            "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.")
+
+
+def test_first_failing_rank_is_named_and_the_timeouts_are_consequences(assistant):
+    text = "\n".join([
+        "[rank1]:[E1202 05:00:01.000100 77 train.py:9] step 4410 starting",
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "train.py", line 88, in <module>',
+        "[rank1]: ValueError: Expected input batch_size (8) to match target batch_size (6).",
+        *(_watchdog(r, "05:10:02") for r in (0, 2, 3)),
+    ])
+    d = assistant.diagnose(text)
+    tl = d.timeline
+    assert tl is not None and tl.first_failure.rank == "1"
+    assert {e.rank for e in tl.consequences if e.kind == "timeout"} == {"0", "2", "3"}
+    md = markdown(d)
+    assert "rank 1 failed first" in md and "10 min later" in md and "05:10:02" in md
+    top = d.candidates[0]
+    assert top.failure_mode != "network-timeout"
+    assert "timeout" not in (top.fixes[0].text or "").lower()  # raising the timeout is never fix #1
+
+
+def test_ranks_waiting_in_different_collectives_are_a_sync_failure_not_the_network(assistant):
+    text = "\n".join([_watchdog(0, "06:00:00"), _watchdog(1, "06:00:00"), _watchdog(2, "06:00:00", numel=1)])
+    d = assistant.diagnose(text)
+    top = d.candidates[0]
+    assert top.failure_mode == "distributed-sync-failure"
+    assert top.causes[0].id == "divergent-control-flow"
+    assert "different collectives" in (top.note or "") and "rank 2" in top.note
+
+
+def test_agreeing_timeouts_are_no_mismatch(assistant):
+    d = assistant.diagnose("\n".join(_watchdog(r, "06:00:00") for r in range(4)))
+    assert d.timeline is None or not d.timeline.mismatch
+
+
+def test_srun_labels_and_per_rank_sections_give_lines_their_rank(assistant):
+    text = "\n".join([
+        " 0: step 10 loss 2.1",
+        "=== node-b: logs/rank5.log (tail) ===",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "=== node-a: console ===",
+        " 3: " + _watchdog(3, "07:30:00")[len("[rank3]:"):],
+    ])
+    d = assistant.diagnose(text)
+    ranks = {e.rank for e in d.timeline.events} if d.timeline else set()
+    assert {"5", "3"} <= ranks
+
+
+def test_numbers_printed_in_a_repl_are_read():
+    from assistant.readings import printed_values
+
+    lines = _lines(">>> print(len(tokenizer), model.get_input_embeddings().num_embeddings)\n32003 32000")
+    assert [(e, v) for e, v, _ in printed_values(lines)] == [
+        ("len(tokenizer)", 32003), ("model.get_input_embeddings().num_embeddings", 32000)]
+    (r,) = read_numbers(lines)
+    assert "32003" in r.en and "3 added token(s)" in r.en
+
+
+def test_data_wait_trend():
+    data = _series("data_time", [(s, 4.0 if s % 8 == 0 else 0.01) for s in range(1, 65)])
+    (t,) = find_trends(MetricsReport(series=[data]))
+    assert t.kind == "data-wait" and "every 8 steps" in t.en
+
+
+def test_code_for_another_framework_is_left_out_but_the_advice_kept(assistant):
+    log = "\n".join(f"[2026-12-01 10:{i:02d}:00] iteration {i * 10}/ 9000 | lm loss: {3.0 - i / 100:.3f} | "
+                    f"loss scale: 1.0 | grad norm: {0.5 * 2 ** max(0, i - 30):.3f} |" for i in range(1, 45))
+    d = assistant.diagnose(log + "\n[2026-12-01 11:00:00] iteration 450/ 9000 | lm loss: nan | loss scale: 1.0 |")
+    assert d.facts.get("framework") == "megatron"
+    for c in d.candidates:
+        assert all("TrainingArguments(" not in (f.code.code if f.code else "") for f in c.fixes)
+    assert any(x.kind == "code" for c in d.candidates for x in c.left_out)
+    assert d.facts.get("precision") != "fp16"  # Megatron's 'loss scale: 1.0' is not FP16 loss scaling
