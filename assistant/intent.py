@@ -21,7 +21,10 @@ _QUESTION = re2.compile(
 _MACHINE = re2.compile(
     r"(?i)(?:traceback|\b\w*(?:error|exception)\b[:(]|^\s*(?:error|warning|warn|fatal|info|debug)\b"
     r"|\bat [\w.$]+\(|^\s*[$#>] |^\s*\[[\w\s:.-]+\]|^\s*\d{4}-\d\d-\d\d|file \"|\w+\.py\b|\{['\"]\w"
-    r"|\|\s*\S+\s*\||^\s*\w+=\S+\s+\w+=|\s{4,}\S+\s{4,}\S)"
+    r"|\|\s*\S+\s*\||^\s*\w+=\S+\s+\w+=|\s{4,}\S+\s{4,}\S"
+    # metric lines: "loss 2.0 | lr 3e-4", "1.1 s/it, loss=2"
+    r"|\d[\d.e+-]*\s*[a-z%/]{0,4}\s*[|,]\s*(?:train[_/ ])?(?:loss|lr|learning_rate|grad_?norm|gnorm|step|iter\w*|epoch"
+    r"|tok\w*/s|samples\w*|acc\w*|ppl|\w*time|\w*mem\w*|throughput)[\s:=]+-?\d)"
 )
 MAX_PROSE_CHARS = 400
 MAX_PROSE_LINES = 4

@@ -42,6 +42,14 @@ _LR = re2.compile(r"(?i)(?:\b(?:learning_rate|lr)[\"']?\s*[:=]\s*|--lr[ =])(\d+(
 _WARMUP = re2.compile(r"(?i)\bwarmup_(steps|ratio)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?)\b|\b(?:no|without(?: any)?) (?:lr )?(warm-?up)\b()")
 _WORKER = ("data_worker", "dataloader", "pt_data", "worker")
 
+# `df -h` row: "/dev/nvme1n1  3.5T  3.5T  0  100% /data"; `du -sh` row: "263G  /data/out/checkpoint-12000"
+_DF = re2.compile(r"^\s*(\S+)\s+(\d+(?:\.\d+)?[KMGTP]i?)\s+(\d+(?:\.\d+)?[KMGTP]i?)\s+(\d+(?:\.\d+)?[KMGTP]?i?)\s+(\d{1,3})%\s+(/\S*)\s*$")
+_DU = re2.compile(r"^\s*(\d+(?:\.\d+)?[KMGTP])\s+(\S*(?:checkpoint|ckpt|global_step|iter_)[-_]?\d+)/?\s*$")
+# `free -g` / `free -h` row: "Mem:  503  489  3  1  10  8"
+_FREE = re2.compile(r"^\s*Mem:\s+(\d+(?:\.\d+)?)([KMGT]i?)?\s+(\d+(?:\.\d+)?)([KMGT]i?)?\s+(\d+(?:\.\d+)?)")
+_K8S_LIMIT = re2.compile(r"^\s*memory:\s+(\d+(?:\.\d+)?)(Gi|Mi|G|M)\s*$")
+FULL_PERCENT = 95
+
 FRAGMENTED_SHARE = 1.0  # reserved-but-unallocated at least the request: the memory is there, but in pieces
 
 
@@ -56,7 +64,7 @@ def _fmt(gib: float) -> str:
 def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) -> list[Reading]:
     """Every reading the numbers on ``lines`` support (at most one of each kind)."""
     out: list[Reading] = []
-    for fn in (_oom, _token, _killed, _lr):
+    for fn in (_oom, _token, _killed, _lr, _disk, _host_memory):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading)
@@ -301,3 +309,42 @@ def _lr(lines: Sequence[KeptLine], total: float | None) -> Reading | None:
     return Reading(modes=["gradient-explosion", "nan-loss", "loss-spike"], kind="lr-warmup", line=lr[0].number,
                    en=en, zh=zh, causes={"gradient-explosion": "missing-warmup", "nan-loss": "lr-too-high",
                                          "loss-spike": "lr-schedule"}, delta=0.3)
+
+
+def _disk(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    full = next(((k, m) for k in lines if (m := _DF.match(k.body)) and int(m.group(5)) >= FULL_PERCENT), None)
+    if full is None:
+        return None
+    k, m = full
+    en = f"{m.group(6)} is {m.group(5)}% full ({m.group(3)} of {m.group(2)} used, {m.group(4)} left; line {k.number})"
+    zh = f"{m.group(6)} 已用 {m.group(5)}%（{m.group(2)} 中已用 {m.group(3)}，剩余 {m.group(4)}；第 {k.number} 行）"
+    ckpts = [(d, x) for d in lines if (x := _DU.match(d.body))]
+    if len(ckpts) >= 2:
+        sizes = [x.group(1) for _, x in ckpts]
+        common = max(set(sizes), key=sizes.count)
+        en += (f"; {len(ckpts)} checkpoints are listed, most of them {common} each (lines {ckpts[0][0].number}–"
+               f"{ckpts[-1][0].number}): keep fewer (`save_total_limit`), and delete a partial last one before resuming")
+        zh += (f"；列出了 {len(ckpts)} 个 checkpoint，大多每个 {common}（第 {ckpts[0][0].number}–{ckpts[-1][0].number} 行）："
+               "少保留一些（`save_total_limit`），恢复训练前删掉最后那个不完整的")
+    return Reading(modes=["disk-full", "checkpoint-corruption"], kind="disk", line=k.number, en=en + ".", zh=zh + "。")
+
+
+def _host_memory(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    for k in lines:
+        m = _FREE.match(k.body)
+        if m:
+            total, used = float(m.group(1)), float(m.group(3))
+            unit = m.group(2) or "G"
+            if total > 0 and used / total >= 0.9:
+                en = f"The host has used {used:g} of {total:g} {unit} of memory (line {k.number}): it is nearly exhausted."
+                zh = f"主机内存已用 {used:g} / {total:g} {unit}（第 {k.number} 行）：几乎耗尽。"
+                return Reading(modes=["cpu-oom"], kind="host-memory", line=k.number, en=en, zh=zh)
+    limit = next(((k, m) for k in lines if (m := _K8S_LIMIT.match(k.body))), None)
+    if limit is not None and any("OOMKilled" in k.body or "137" in k.body for k in lines):
+        k, m = limit
+        en = (f"The container's memory limit is {m.group(1)}{m.group(2)} (line {k.number}) and it was OOMKilled: the pod "
+              "limit, not the host, is what ran out.")
+        zh = f"容器的内存上限是 {m.group(1)}{m.group(2)}（第 {k.number} 行），并且被 OOMKilled：用完的是 pod 的上限，而不是主机内存。"
+        return Reading(modes=["cpu-oom"], kind="host-memory", line=k.number, en=en, zh=zh,
+                       causes={"cpu-oom": "container-memory-limit"}, delta=0.35)
+    return None
