@@ -64,7 +64,7 @@ def _fmt(gib: float) -> str:
 def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) -> list[Reading]:
     """Every reading the numbers on ``lines`` support (at most one of each kind)."""
     out: list[Reading] = []
-    for fn in (_oom, _token, _killed, _lr, _disk, _host_memory):
+    for fn in (_oom, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading)
@@ -347,4 +347,56 @@ def _host_memory(lines: Sequence[KeptLine], _total: float | None) -> Reading | N
         zh = f"容器的内存上限是 {m.group(1)}{m.group(2)}（第 {k.number} 行），并且被 OOMKilled：用完的是 pod 的上限，而不是主机内存。"
         return Reading(modes=["cpu-oom"], kind="host-memory", line=k.number, en=en, zh=zh,
                        causes={"cpu-oom": "container-memory-limit"}, delta=0.35)
+    return None
+
+
+_SMI_HEADER = re2.compile(r"(?i)^\s*index\s*,.*(?:temperature\.gpu|clocks\.(?:sm|current\.sm))")
+HOT_C = 85  # °C: data-centre GPUs start to throttle around here
+SLOW_CLOCK = 0.7  # a GPU whose SM clock is below 70 % of the fastest one is a straggler
+
+
+def _straggler_gpu(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """One GPU slower than the rest in `nvidia-smi --query-gpu=... --format=csv` output: every synchronous
+    step waits for it."""
+    for i, k in enumerate(lines):
+        if not _SMI_HEADER.match(k.body):
+            continue
+        cols = [c.strip().lower() for c in k.body.split(",")]
+        rows = []
+        for r in lines[i + 1 : i + 65]:
+            cells = [c.strip() for c in r.body.split(",")]
+            if len(cells) != len(cols) or not cells[0].isdigit():
+                break
+            rows.append((r, dict(zip(cols, cells))))
+        temp = next((c for c in cols if c.startswith("temperature.gpu")), None)
+        clock = next((c for c in cols if c.startswith("clocks.sm") or c.startswith("clocks.current.sm")), None)
+        thermal = next((c for c in cols if "thermal" in c), None)
+        if len(rows) < 2 or clock is None:
+            return None
+
+        def mhz(cell: str) -> float:
+            try:
+                return float(cell.split()[0])
+            except (ValueError, IndexError):
+                return 0.0
+
+        fastest = max(mhz(v[clock]) for _, v in rows)
+        for r, v in rows:
+            hot = temp is not None and mhz(v[temp]) >= HOT_C
+            slow = fastest > 0 and mhz(v[clock]) < SLOW_CLOCK * fastest
+            throttled = thermal is not None and v[thermal].lower() == "active"
+            if slow and (hot or throttled):
+                t = f"{v[temp]} C, " if temp else ""
+                en = (f"GPU {v[cols[0]]} is throttled ({t}SM clock {v[clock]} vs {fastest:g} MHz on the others"
+                      + (", thermal slowdown Active" if throttled else "") + f"; line {r.number}): every synchronous "
+                      "step waits for this one GPU, so the whole job runs at its speed.")
+                zh = (f"GPU {v[cols[0]]} 在降频（{t}SM 频率 {v[clock]}，其他卡为 {fastest:g} MHz"
+                      + ("，thermal slowdown 为 Active" if throttled else "") + f"；第 {r.number} 行）：每个同步 step 都要等这一张卡，"
+                      "整个任务只能跑到它的速度。")
+                return Reading(modes=["slow-training", "low-gpu-utilization", "communication-bottleneck"], kind="straggler",
+                               line=r.number, en=en, zh=zh,
+                               causes={"slow-training": "straggler-gpu", "low-gpu-utilization": "straggler-gpu"},
+                               delta=0.6, why_en=f"GPU {v[cols[0]]} throttled (line {r.number})",
+                               why_zh=f"GPU {v[cols[0]]} 降频（第 {r.number} 行）")
+        return None
     return None

@@ -35,8 +35,8 @@ EXPECTED_CAUSES = {
     "network-timeout": ["rank-never-joined", "collective-timeout-too-short", "network-misconfigured", "network-hardware-fault",
                         "hub-unreachable"],
     "slow-training": ["no-fused-attention", "fp32-precision", "dataloader-bottleneck", "no-packing", "cpu-preprocessing",
-                      "per-step-cost-growth"],
-    "low-gpu-utilization": ["dataloader-bottleneck", "batch-too-small", "host-sync-points", "cpu-preprocessing"],
+                      "per-step-cost-growth", "straggler-gpu"],
+    "low-gpu-utilization": ["dataloader-bottleneck", "batch-too-small", "host-sync-points", "cpu-preprocessing", "straggler-gpu"],
     "communication-bottleneck": ["slow-interconnect", "allreduce-every-step", "poor-bucket-overlap",
                                  "cross-node-topology"],
 }
