@@ -55,6 +55,8 @@ _RANKNUM = re2.compile(r"^(\d+)")
 # A header that starts one rank's part of a paste: "=== node-8: logs/rank13.log (tail) ===", "==> rank_3.out <==",
 # "--- rank 5 ---". Unprefixed lines after it belong to that rank until the next header.
 _HEADER = re2.compile(r"^\s*(?:={2,}>?|-{3,}|#{2,}|\*{3,})\s*(.*?)\s*(?:<?={2,}|-{3,}|#{2,}|\*{3,})?\s*$")
+# Lines that continue a message of the line above (printed without the rank prefix).
+_CONTINUATION = re2.compile(r"^(?:\s+\S|Last error:|NET/|nccl[A-Z]\w*Error|Exception raised from|frame #\d+)")
 _HEADER_RANK = re2.compile(r"(?i)\brank[ _-]?(\d{1,5})\b")
 _EXITNUM = re2.compile(r"^(-?\d+)")
 
@@ -168,14 +170,22 @@ def section_ranks(kept: list[KeptLine]) -> list[KeptLine]:
 
     out: list[KeptLine] = []
     current: str | None = None
+    prev: KeptLine | None = None
     for k in kept:
         m = _HEADER.match(k.body) if k.rank is None else None
         if m is not None and m.group(1):
             r = _HEADER_RANK.search(m.group(1))
             current = r.group(1) if r else None
             out.append(k)
+            prev = k
             continue
-        out.append(_Kept(k.number, current, k.body) if k.rank is None and current is not None else k)
+        if k.rank is None and current is not None:
+            k = _Kept(k.number, current, k.body)
+        elif (k.rank is None and prev is not None and prev.rank is not None and k.number == prev.number + 1
+              and _CONTINUATION.match(k.body)):
+            k = _Kept(k.number, prev.rank, k.body)  # the rest of a multi-line message printed by that rank
+        out.append(k)
+        prev = k
     return out
 
 
