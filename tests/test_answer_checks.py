@@ -2,8 +2,9 @@
 
 The inputs in ``tests/data/answer_checks.yaml`` were written for these checks by someone who did
 not look at the engine's output; ``trainfix eval`` reports their pass share. A check that the
-engine does not pass yet carries ``known_gap`` (a reason) and is an expected failure here — strict,
-so a check that starts passing must have its ``known_gap`` removed.
+engine does not pass yet carries ``known_gap`` (a reason) and is reported here as an expected failure
+while it fails (it simply passes once the engine gets it right; ``trainfix eval`` counts it then);
+every other check must pass.
 """
 
 from __future__ import annotations
@@ -37,10 +38,10 @@ def test_there_are_at_least_40_checks_across_the_topics():
 
 @pytest.mark.parametrize("check", CHECKS, ids=[c.id for c in CHECKS])
 def test_answer_says_what_an_expert_would(check, assistant):
-    if GAPS.get(check.id):
-        pytest.xfail(reason=GAPS[check.id])
     d = assistant.diagnose(check.input, answers=check.answers or None)
     result = judge(check, d, markdown(d))
+    if GAPS.get(check.id) and not result.passed:
+        pytest.xfail(reason=f"known gap: {GAPS[check.id]}")
     assert result.passed, result.failures
 
 
