@@ -544,37 +544,29 @@ def _apply_timeline(tl: Timeline, candidates: list[Candidate],
            and any(e.line == f.line or (e.rank == f.rank and e.line < first_after) for e in c.evidence)]
     if own:
         root = max(own, key=lambda c: c.confidence)
-    elif _NETWORK_FAULT.search(f.text):
-        # the first rank's own failure is the network (an IB completion error, a link down): the network is
-        # the root, a hardware fault on that rank's node its likeliest cause
-        root = next((c for c in candidates if c.failure_mode == "network-timeout"), None)
-        ev = Evidence(line=f.line, text=display(f.text), match=f.text[:120], source="timeline:first-failure",
-                      rank=f.rank, strength="strong")
-        if root is None:
-            root = Candidate(failure_mode="network-timeout", confidence=TIMELINE_CONFIDENCE, evidence=[ev], route="rule")
-            candidates.append(root)
-        else:
-            root.evidence.insert(0, ev)
-        boosts.setdefault("network-timeout", {})["network-hardware-fault"] = (
-            0.5, Reason(f"rank {f.rank}'s own failure is a network fault (line {f.line})",
-                        f"rank {f.rank} 自身的失败是网络故障（第 {f.line} 行）"))
     else:
-        root = next((c for c in candidates if c.failure_mode == "distributed-sync-failure"), None)
+        # The first rank's own error is not a mode the rules know. A network fault (an IB completion error,
+        # a link down) makes the network the root, a hardware fault on that node its likeliest cause;
+        # anything else is a rank that died while the others waited.
+        network = bool(_NETWORK_FAULT.search(f.text))
+        mode, cause = ("network-timeout", "network-hardware-fault") if network else ("distributed-sync-failure",
+                                                                                      "rank-crashed")
+        root = next((c for c in candidates if c.failure_mode == mode), None)
         ev = Evidence(line=f.line, text=display(f.text), match=f.text[:120], source="timeline:first-failure",
                       rank=f.rank, strength="strong")
         if root is None:
-            root = Candidate(failure_mode="distributed-sync-failure", confidence=TIMELINE_CONFIDENCE, evidence=[ev],
-                             route="rule")
+            root = Candidate(failure_mode=mode, confidence=TIMELINE_CONFIDENCE, evidence=[ev], route="rule")
             candidates.append(root)
         else:
             root.evidence.insert(0, ev)
-        boosts.setdefault("distributed-sync-failure", {})["rank-crashed"] = (
-            0.45, Reason(f"rank {f.rank} failed first (line {f.line}) and the others timed out after it",
-                         f"rank {f.rank} 最先出错（第 {f.line} 行），其余 rank 随后超时"))
+        why = (Reason(f"rank {f.rank}'s own failure is a network fault (line {f.line})",
+                      f"rank {f.rank} 自身的失败是网络故障（第 {f.line} 行）") if network else
+               Reason(f"rank {f.rank} failed first (line {f.line}) and the others timed out after it",
+                      f"rank {f.rank} 最先出错（第 {f.line} 行），其余 rank 随后超时"))
+        boosts.setdefault(mode, {})[cause] = (0.5 if network else 0.45, why)
+    lowered = _CONSEQUENCE_MODES if root.failure_mode == "network-timeout" else ("network-timeout",)
     for c in candidates:
-        if c.failure_mode in _CONSEQUENCE_MODES and c is not root and root.failure_mode == "network-timeout":
-            c.confidence = round(c.confidence * TIMEOUT_AS_CONSEQUENCE, 3)
-        elif c.failure_mode == "network-timeout" and c is not root:
+        if c.failure_mode in lowered and c is not root:
             c.confidence = round(c.confidence * TIMEOUT_AS_CONSEQUENCE, 3)
     root.confidence = round(min(0.99, max(root.confidence, top + 0.01, TIMELINE_CONFIDENCE)), 3)
     root.note, root.note_zh = note, note_zh
