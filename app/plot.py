@@ -48,10 +48,10 @@ def metrics_png(report: MetricsReport | None, *, title: str | None = None, dpi: 
 
     fig = Figure(figsize=(7.5, 1.9 * len(series) + 0.6), dpi=dpi, layout="constrained")
     axes = fig.subplots(len(series), 1, sharex=True, squeeze=False)[:, 0]
+    onsets = _onsets(report, series)
     for ax, s in zip(axes, series):
-        _panel(ax, s, [f for f in report.findings if f.series == s.name] if report else [],
-               [f for f in report.findings if f.series != s.name] if report else [])
-    axes[-1].set_xlabel("step")
+        _panel(ax, s, [o for o in onsets if o[0].series == s.name], [o for o in onsets if o[0].series != s.name])
+    axes[-1].set_xlabel("step (log entry where the log has no step)")
     if title:
         fig.suptitle(title, fontsize=10)
     buf = io.BytesIO()
@@ -59,7 +59,29 @@ def metrics_png(report: MetricsReport | None, *, title: str | None = None, dpi: 
     return buf.getvalue()
 
 
-def _panel(ax, s: SeriesSummary, own: list[MetricFinding], other: list[MetricFinding]) -> None:
+def _onsets(report: MetricsReport, series: list[SeriesSummary]) -> list[tuple[MetricFinding, float]]:
+    """The first finding of each (kind, series), with the step to mark it at.
+
+    A finding without a step (logs that print none) is placed at the step of the sample read from
+    its input line, or the first one after it.
+    """
+    samples = sorted((p.line, p.step) for s in series for p in s.samples)
+    out: list[tuple[MetricFinding, float]] = []
+    seen: set[tuple[str, str]] = set()
+    for f in sorted(report.findings, key=lambda f: f.line):
+        if (f.kind, f.series) in seen:
+            continue
+        step = f.step
+        if step is None:
+            step = next((st for line, st in samples if line >= f.line), samples[-1][1] if samples else None)
+        if step is not None:
+            seen.add((f.kind, f.series))
+            out.append((f, step))
+    return out
+
+
+def _panel(ax, s: SeriesSummary, own: list[tuple[MetricFinding, float]],
+           other: list[tuple[MetricFinding, float]]) -> None:
     steps = [p.step for p in s.samples if p.value is not None]
     values = [p.value for p in s.samples if p.value is not None]
     ax.plot(steps, values, lw=1.2, color="#1f6feb")
@@ -69,15 +91,16 @@ def _panel(ax, s: SeriesSummary, own: list[MetricFinding], other: list[MetricFin
     bad = [p.step for p in s.samples if p.value is None]
     if bad:
         ax.scatter(bad, [top] * len(bad), marker="x", color="#d1242f", s=22, zorder=3, label="NaN / inf")
-    for f in own:
-        if f.step is not None:
-            ax.axvline(f.step, color="#d1242f", ls="--", lw=1.1)
-            ax.annotate(f"{FINDING_LABEL.get(f.kind, f.kind)} @ step {f.step:g}", xy=(f.step, 1.0),
-                        xycoords=("data", "axes fraction"), xytext=(3, -10), textcoords="offset points",
-                        fontsize=8, color="#d1242f")
-    for f in other:  # another series' finding: a faint line so onsets line up across panels
-        if f.step is not None:
-            ax.axvline(f.step, color="#d1242f", ls=":", lw=0.8, alpha=0.6)
+    for i, (f, step) in enumerate(own):
+        ax.axvline(step, color="#d1242f", ls="--", lw=1.1)
+        ax.annotate(f"{FINDING_LABEL.get(f.kind, f.kind)} @ {step:g} (line {f.line})", xy=(step, 1.0),
+                    xycoords=("data", "axes fraction"), xytext=(-4, -11 - 11 * i), textcoords="offset points",
+                    fontsize=8, color="#d1242f", ha="right")
+    for _f, step in other:  # another series' finding: a faint line so onsets line up across panels
+        ax.axvline(step, color="#d1242f", ls=":", lw=0.8, alpha=0.6)
+    positive = [v for v in finite if v > 0]
+    if len(positive) == len(finite) and finite and max(finite) / min(positive) > 1e3:
+        ax.set_yscale("log")  # growing grad norms span orders of magnitude; a linear axis flattens the onset
     ax.set_ylabel(s.name, fontsize=9)
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)

@@ -136,4 +136,4 @@ def source_html(c: Citation, sources_dir: Path) -> str:
 def _row(n: int, text: str, highlighted: bool) -> str:
     # One block element per line, no newline between them: a <pre> would otherwise show every line twice as tall.
     body = f'<span class="tf-ln">{n:>5}</span> {html.escape(text) or " "}'
-    return f'<mark class="tf-row tf-hl">{body}</mark>' if highlighted else f'<span class="tf-row">{body}</span>
+    return f'<mark class="tf-row tf-hl">{body}</mark>' if highlighted else f'<span class="tf-row">{body}</span>'
