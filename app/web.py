@@ -31,17 +31,40 @@ FOLLOW_UP_SEP = "="
 # through a hidden textbox and button (Gradio has no per-link events), so the page never navigates.
 JS = """
 () => {
+  const limit = __LIMIT__;
+  // Citation markers are Markdown links to "#tfcite-<answer>-<n>"; a click hands the key to Python through a
+  // hidden textbox and button (Gradio has no per-link events), so the page never navigates away.
+  const send = (boxId, buttonId, value) => {
+    const box = document.querySelector(`#${boxId} textarea, #${boxId} input`);
+    if (!box) return;
+    box.value = value + '@' + Date.now();
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+    setTimeout(() => document.querySelector(`#${buttonId}`)?.click(), 50);
+  };
   document.addEventListener('click', (ev) => {
     const a = ev.target.closest ? ev.target.closest('a[href*="#tfcite-"]') : null;
     if (!a) return;
     ev.preventDefault();
     ev.stopPropagation();
-    const key = a.getAttribute('href').split('#tfcite-')[1];
-    const box = document.querySelector('#tf-cite-key textarea, #tf-cite-key input');
-    if (!box) return;
-    box.value = key + '@' + Date.now();
-    box.dispatchEvent(new Event('input', {bubbles: true}));
-    setTimeout(() => document.querySelector('#tf-cite-open')?.click(), 50);
+    send('tf-cite-key', 'tf-cite-open', a.getAttribute('href').split('#tfcite-')[1]);
+  }, true);
+  // An upload over the limit is stopped before it is sent, and the chat says why (the server refuses it too).
+  const tooLarge = (files) => Array.from(files || []).find((f) => f.size > limit);
+  const refuse = (ev, file) => {
+    ev.preventDefault();
+    ev.stopImmediatePropagation();
+    if (ev.target && ev.target.type === 'file') ev.target.value = '';
+    send('tf-notice-key', 'tf-notice-open', JSON.stringify({name: file.name, size: file.size}));
+  };
+  document.addEventListener('change', (ev) => {
+    if (!ev.target.closest || !ev.target.closest('#tf-input') || ev.target.type !== 'file') return;
+    const big = tooLarge(ev.target.files);
+    if (big) refuse(ev, big);
+  }, true);
+  document.addEventListener('drop', (ev) => {
+    if (!ev.target.closest || !ev.target.closest('#tf-input')) return;
+    const big = tooLarge(ev.dataTransfer && ev.dataTransfer.files);
+    if (big) refuse(ev, big);
   }, true);
 }
 """
@@ -64,6 +87,15 @@ def _system(text: str) -> dict:
 
 def _error(err: Exception) -> dict:
     return _system(f"⚠️ {err}")
+
+
+def _progress_text(name: str, p: Progress) -> str:
+    shown = name.replace("`", "ʼ")
+    if p.read is not None and p.total:
+        share = min(1.0, p.read / p.total)
+        bar = "█" * int(share * 20) + "░" * (20 - int(share * 20))
+        return f"Triaging `{shown}`: {bar} {share:.0%} of {mib(p.total)} read · {p.elapsed:.0f} s"
+    return f"Triaging `{shown}` ({mib(p.total)}), one streaming pass · {p.elapsed:.0f} s"
 
 
 class WebApp:
@@ -106,9 +138,20 @@ class WebApp:
     # -- events ---------------------------------------------------------------------------------
 
     def submit(self, box: dict | None, chat: list | None, conv: Conversation | None, lang: str):
-        """Send a paste/question, or triage an uploaded log with progress (a generator: the chat streams)."""
+        """Send a paste/question, or triage an uploaded log with progress (a generator: the chat streams).
+
+        Any failure ends as a message in the chat and the input box is usable again: the app keeps serving.
+        """
         conv = self._conversation(conv)
         chat = list(chat or [])
+        try:
+            yield from self._submit(box, chat, conv, lang)
+        except Exception as err:  # noqa: BLE001 - the edge: never a traceback in the page
+            chat.append(_system(f"⚠️ Something went wrong ({type(err).__name__}); nothing was stored. "
+                                "Try again, or run `trainfix diagnose` on the input."))
+            yield chat, conv, gr.MultimodalTextbox(value=None, interactive=True)
+
+    def _submit(self, box: dict | None, chat: list, conv: Conversation, lang: str):
         box = box or {}
         text = (box.get("text") or "").strip("\n")
         files = box.get("files") or []
@@ -139,7 +182,7 @@ class WebApp:
         path = Path(file["path"] if isinstance(file, dict) else file)
         name = (file.get("orig_name") if isinstance(file, dict) else None) or path.name
         size = path.stat().st_size if path.exists() else 0
-        chat.append({"role": "user", "content": f"📄 `{name.replace('`', 'ʼ')}` ({mib(size)})"})
+        chat.append({"role": "user", "content": f"File `{name.replace('`', 'ʼ')}` ({mib(size)})"})
         if text.strip():
             chat.append({"role": "user", "content": user_markdown(text)})
         chat.append(_system(f"Reading `{name.replace('`', 'ʼ')}`…"))
@@ -164,6 +207,28 @@ class WebApp:
             self._index(conv, chat, answer, new)
             chat.extend(new)
         yield chat, conv, gr.MultimodalTextbox(value=None, interactive=True)
+
+    def refuse_upload(self, notice: str, chat: list | None) -> list:
+        """The page stopped an upload over the limit: say so in the chat."""
+        import json
+
+        chat = list(chat or [])
+        try:
+            info = json.loads(notice.rsplit("@", 1)[0])
+            name, size = str(info["name"]), int(info["size"])
+        except (ValueError, KeyError, TypeError):
+            return chat
+        shown = name.replace("`", "ʼ")
+        chat.append({"role": "user", "content": f"File `{shown}` ({mib(size)})"})
+        chat.append(_error(InputError(
+            f"{shown} is {mib(size)}, over the upload limit of {mib(self.limit)}; it was not uploaded. "
+            "Upload the last part of the log (e.g. `tail -c 50M train.log > tail.log`) or run "
+            "`trainfix diagnose train.log` locally")))
+        return chat
+
+    def js(self) -> str:
+        """The page script, with this server's upload limit."""
+        return JS.replace("__LIMIT__", str(self.limit))
 
     def follow_up(self, chat: list | None, conv: Conversation | None, lang: str, evt: gr.SelectData):
         """A click on a follow-up option: narrow the last diagnosis with that answer."""
@@ -281,6 +346,8 @@ class WebApp:
                     source = gr.HTML(SOURCE_HINT, elem_id="tf-source")
             cite_key = gr.Textbox(visible="hidden", elem_id="tf-cite-key")
             cite_open = gr.Button(visible="hidden", elem_id="tf-cite-open")
+            notice_key = gr.Textbox(visible="hidden", elem_id="tf-notice-key")
+            notice_open = gr.Button(visible="hidden", elem_id="tf-notice-open")
 
             private = {"api_visibility": "private"}
             box.submit(self.submit, [box, chat, conv, lang], [chat, conv, box], **private)
@@ -288,6 +355,7 @@ class WebApp:
             chat.like(self.rate, [conv], [status], **private)
             new.click(self.new_incident, [conv], [chat, conv, source], **private)
             cite_open.click(self.open_citation, [cite_key, conv], [source], **private)
+            notice_open.click(self.refuse_upload, [notice_key, chat], [chat], **private)
             send_fb.click(self.correct, [conv, real_mode, real_cause], [status], **private)
             gr.api(self.api_diagnose, api_name="diagnose")
         return demo
@@ -316,13 +384,11 @@ def launch(settings: Settings, *, host: str = "127.0.0.1", port: int = 7860, blo
            assistant: Assistant | None = None) -> gr.Blocks:
     """Build and serve the page (never a share link). ``block=False`` returns once it is serving."""
     auth = auth_for(settings, host)
-    demo = WebApp(settings, assistant).build()
-    # Uploads up to twice the limit reach the handler, which explains a refusal in the chat; Gradio itself
-    # refuses anything larger before it is stored (the browser then shows Gradio's own size error).
-    hard_cap = int(settings.web_max_upload_mb * 2 * 1024 * 1024)
+    web = WebApp(settings, assistant)
+    demo = web.build()
     demo.queue(default_concurrency_limit=4).launch(
-        server_name=host, server_port=port, share=False, auth=auth, max_file_size=hard_cap,
-        prevent_thread_lock=not block, quiet=True, show_error=False, js=JS, css=CSS,
+        server_name=host, server_port=port, share=False, auth=auth, max_file_size=web.limit,
+        prevent_thread_lock=not block, quiet=True, show_error=False, js=web.js(), css=CSS,
         footer_links=["api"], ssr_mode=False, enable_monitoring=False, pwa=False, mcp_server=False,
     )
     return demo
