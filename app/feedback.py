@@ -129,7 +129,7 @@ class FeedbackStore:
     def rows(self) -> Iterator[FeedbackRow]:
         """Every row, oldest first."""
         with self._connect() as db:
-            for row in db.execute("SELECT * FROM feedback ORDER BY created, id"):
+            for row in db.execute("SELECT * FROM feedback ORDER BY rowid"):
                 yield _row(row)
 
 
