@@ -354,6 +354,7 @@ class WebApp:
             chat.option_select(self.follow_up, [chat, conv, lang], [chat, conv], **private)
             chat.like(self.rate, [conv], [status], **private)
             new.click(self.new_incident, [conv], [chat, conv, source], **private)
+            chat.clear(self.new_incident, [conv], [chat, conv, source], **private)  # the chat's own bin icon
             cite_open.click(self.open_citation, [cite_key, conv], [source], **private)
             notice_open.click(self.refuse_upload, [notice_key, chat], [chat], **private)
             send_fb.click(self.correct, [conv, real_mode, real_cause], [status], **private)
