@@ -120,6 +120,8 @@ def source_html(c: Citation, sources_dir: Path) -> str:
         return f'<div class="tf-source"><p><b>{title}</b></p><p>source file not found: {html.escape(c.source)}</p></div>'
     head = _section_start(lines, c)
     start = max(head, c.start_line - 1 - CONTEXT_LINES)
+    if start - head <= 3:  # a gap of a line or two is not worth a "⋮"
+        start = head
     end = min(len(lines), c.end_line + CONTEXT_LINES, start + MAX_VIEW_LINES)
     rows: list[str] = []
     if head < start:  # keep the section heading in view above the excerpt

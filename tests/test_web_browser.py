@@ -84,6 +84,9 @@ def browser():
 
 @pytest.fixture
 def page(browser, server):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
     url, _ = server
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=url.rstrip("/"))
