@@ -231,14 +231,42 @@ def test_new_incident_clears_the_conversation(page):
     chat_shows(page, "(cuda-oom)")
 
 
-def test_gradio_client_api(server):
+def _readme_client_example() -> str:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Web chat", 1)[1].split("**From scripts**", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_gradio_client_example_runs(server, capsys):
+    url, _ = server
+    code = _readme_client_example().replace("http://127.0.0.1:7860/", url)
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - our own README
+    printed = capsys.readouterr().out
+    assert "\ncuda-oom\n## CUDA out of memory" in "\n" + printed
+
+
+def test_login_guards_the_page_and_the_api(shared_data_dir):
+    import urllib.error
+
     from gradio_client import Client
 
-    url, _ = server
-    client = Client(url, verbose=False)
-    out = client.predict(OOM, "en", api_name="/diagnose")
-    assert out["diagnosis"]["candidates"][0]["failure_mode"] == "cuda-oom"
-    assert out["markdown"].startswith("## CUDA out of memory")
+    from app.web import launch
+
+    settings = Settings(data_dir=shared_data_dir, web_user="team", web_password="not-in-the-page",
+                        llm_model=None, chroma_url=None)
+    port = free_port()
+    demo = launch(settings, host="127.0.0.1", port=port, block=False)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_for_http(url)
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(url + "config", timeout=30)  # the app's config needs the login
+        with pytest.raises(Exception):  # noqa: B017 - gradio_client raises its own error types
+            Client(url, verbose=False, auth=("team", "wrong")).predict(OOM, "en", api_name="/diagnose")
+        out = Client(url, verbose=False, auth=("team", "not-in-the-page")).predict(OOM, "en", api_name="/diagnose")
+        assert out["diagnosis"]["candidates"][0]["failure_mode"] == "cuda-oom"
+    finally:
+        demo.close()
 
 
 def test_web_command_prints_the_url_and_serves_it(shared_data_dir):
