@@ -8,8 +8,8 @@ It imports Gradio, so only the ``web`` command (and tests) import it.
 from __future__ import annotations
 
 import contextlib
+import io
 import ipaddress
-import tempfile
 from pathlib import Path
 
 import gradio as gr
@@ -123,10 +123,12 @@ class WebApp:
                               for fu in d.follow_up for opt in fu.options]
         out = [msg]
         if answer.plot:
-            # Plots hold metric values only (no input text); Gradio serves them from its cache.
-            with tempfile.NamedTemporaryFile(prefix="trainfix-plot-", suffix=".png", delete=False) as fh:
-                fh.write(answer.plot)
-            out.append({"role": "assistant", "content": {"path": fh.name, "alt_text": "metric plot"}})
+            # Handed over in memory: Gradio writes it to its own cache (cleaned by delete_cache), no file of ours.
+            from PIL import Image
+
+            picture = Image.open(io.BytesIO(answer.plot))
+            out.append({"role": "assistant", "content": gr.Image(picture, show_label=False, label="metric plot",
+                                                                    buttons=["download", "fullscreen"])})
         return out
 
     def _index(self, conv: Conversation, chat: list, answer: Answer, new: list[dict]) -> None:

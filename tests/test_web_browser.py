@@ -184,7 +184,7 @@ def test_thumbs_down_and_real_cause_are_stored(page, server):
     chat_status = page.locator("#tf-status")
     from playwright.sync_api import expect
 
-    expect(chat_status).to_contain_text("saved")
+    expect(chat_status).to_contain_text("the real cause was saved")
     assert rows("real_cause = 'batch size doubled by a config typo'") == 1
 
 

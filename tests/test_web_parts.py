@@ -166,3 +166,28 @@ def test_cli_help_does_not_import_gradio():
             "print([m for m in ('gradio', 'matplotlib', 'torch', 'chromadb') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_triage_progress_reports_how_far_the_file_was_read(tmp_path):
+    import threading
+
+    from app.web_upload import Progress, run_with_progress
+
+    log = tmp_path / "train.log"
+    log.write_bytes(b"x" * 10_000)
+    halfway, release = threading.Event(), threading.Event()
+
+    def triage() -> str:
+        with log.open("rb", buffering=0) as fh:  # unbuffered: the file position is exactly what was read
+            fh.read(4_000)
+            halfway.set()
+            release.wait(300)  # held until the test has seen the progress: no timing involved
+            return f"read {len(fh.read()) + 4_000}"
+
+    steps = run_with_progress(triage, log, 10_000)
+    assert isinstance(next(steps), Progress)  # the triage thread has started and is still running
+    assert halfway.wait(300)
+    later = next(steps)
+    assert isinstance(later, Progress) and later.total == 10_000 and later.read == 4_000
+    release.set()
+    assert [s for s in steps if not isinstance(s, Progress)] == ["read 10000"]
