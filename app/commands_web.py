@@ -21,9 +21,16 @@ def web_command(
 
     settings = Settings()
     auth_for(settings, host)  # refuse an open bind before loading anything
+    try:
+        demo = launch(settings, host=host, port=port, block=False)
+    except OSError as err:  # Gradio: "Cannot find empty port in range: 7860-7860"
+        from assistant.errors import TrainfixError
+
+        raise TrainfixError(f"cannot serve on {host}:{port} ({err}); pick another with --port") from None
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    # Printed once it is serving, so the address works as soon as it appears.
     typer.echo(f"trainfix web: open http://{shown}:{port}" + ("  (login required)" if settings.web_user else ""))
-    launch(settings, host=host, port=port, block=True)
+    demo.block_thread()  # until Ctrl-C, which closes the server
 
 
 def export_command(

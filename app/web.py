@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import ipaddress
+import threading
 from pathlib import Path
 
 import gradio as gr
@@ -26,6 +27,7 @@ from kb.taxonomy import modes
 SOURCE_HINT = ('<div class="tf-source-empty">Click a numbered citation such as <b>[1]</b> in an answer to see the '
                "cited lines of the source here.</div>")
 FOLLOW_UP_SEP = "="
+SESSION_TTL = 4 * 3600  # seconds an idle conversation (and the pastes it holds) stays in memory
 
 # Citation markers are Markdown links to "#tfcite-<answer>-<n>"; a click hands the key to Python
 # through a hidden textbox and button (Gradio has no per-link events), so the page never navigates.
@@ -106,11 +108,12 @@ class WebApp:
         self.assistant = assistant or Assistant(self.settings)
         self.store = FeedbackStore(self.settings.data_dir)
         self.limit = int(self.settings.web_max_upload_mb * 1024 * 1024)
+        self.lock = threading.Lock()
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _conversation(self, conv: Conversation | None) -> Conversation:
-        return conv if conv is not None else Conversation(self.assistant)
+        return conv if conv is not None else Conversation(self.assistant, lock=self.lock)
 
     def _messages(self, answer: Answer) -> list[dict]:
         """The chat messages of one answer: the text (with follow-up buttons), then the plot if any."""
@@ -314,7 +317,7 @@ class WebApp:
         """The Blocks page."""
         limit = f"{self.settings.web_max_upload_mb:g} MiB"
         with gr.Blocks(title="trainfix", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
-            conv = gr.State(None)
+            conv = gr.State(None, time_to_live=SESSION_TTL)  # a paste is kept in memory only while it may be narrowed
             gr.Markdown("## trainfix — diagnose a failed training run\nPaste a traceback, log lines or a question "
                         "(English or 中文), or drop a log file. Answers cite the knowledge base.")
             with gr.Row(equal_height=False):
@@ -391,6 +394,7 @@ def launch(settings: Settings, *, host: str = "127.0.0.1", port: int = 7860, blo
     demo = web.build()
     demo.queue(default_concurrency_limit=4).launch(
         server_name=host, server_port=port, share=False, auth=auth, max_file_size=web.limit,
+        state_session_capacity=500,
         prevent_thread_lock=not block, quiet=True, show_error=False, js=web.js(), css=CSS,
         footer_links=["api"], ssr_mode=False, enable_monitoring=False, pwa=False, mcp_server=False,
     )

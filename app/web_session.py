@@ -7,6 +7,7 @@ conversation's :class:`~assistant.api.Exchange` history; "new incident" clears i
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,8 @@ class Conversation:
     """The history of one browser session."""
 
     assistant: Assistant
+    # The Assistant is shared by every session and builds its index lazily on first use: one call at a time.
+    lock: threading.Lock = field(default_factory=threading.Lock)
     history: list[Exchange] = field(default_factory=list)
     answers: dict[str, Answer] = field(default_factory=dict)
     message_answers: dict[int, str] = field(default_factory=dict)  # chat message index -> answer key (feedback)
@@ -70,12 +73,13 @@ class Conversation:
         if len(message) > MAX_PASTE:
             raise InputError(f"The paste is {len(message):,} characters; paste at most {MAX_PASTE:,} "
                              "or upload the log as a file.")
-        d = self.assistant.ask(message, self.history)
-        forced = None if lang == "auto" else lang
-        if forced and d.language != forced:  # ask() answers in the asker's language; the switch overrides it
-            origin = _origin(self.history) if d.answers else None
-            d = (self.assistant.diagnose(origin, answers=d.answers, lang=forced) if origin is not None
-                 else self.assistant.diagnose(message, lang=forced))
+        with self.lock:
+            d = self.assistant.ask(message, self.history)
+            forced = None if lang == "auto" else lang
+            if forced and d.language != forced:  # ask() answers in the asker's language; the switch overrides it
+                origin = _origin(self.history) if d.answers else None
+                d = (self.assistant.diagnose(origin, answers=d.answers, lang=forced) if origin is not None
+                     else self.assistant.diagnose(message, lang=forced))
         self.history.append(Exchange(message=message, diagnosis=d))
         return self._answer(d, message, "paste")
 
@@ -87,7 +91,8 @@ class Conversation:
         last = self.history[-1].diagnosis
         answers = {**last.answers, follow_up_id: value}
         forced = None if lang == "auto" else lang
-        d = self.assistant.diagnose(origin, answers=answers, lang=forced or last.language)
+        with self.lock:
+            d = self.assistant.diagnose(origin, answers=answers, lang=forced or last.language)
         self.history.append(Exchange(message=value, diagnosis=d))
         return self._answer(d, value, "paste")
 
@@ -96,7 +101,8 @@ class Conversation:
         forced = None if lang == "auto" else lang
 
         def run() -> Diagnosis:
-            return self.assistant.diagnose_file(upload.path, lang=forced)
+            with self.lock:
+                return self.assistant.diagnose_file(upload.path, lang=forced)
 
         d: Diagnosis | None = None
         for item in run_with_progress(run, upload.path, upload.size):
