@@ -17,7 +17,7 @@ import gradio as gr
 
 from app.feedback import OUT_OF_SCOPE, FeedbackStore
 from app.web_render import source_html, user_markdown
-from app.web_session import Answer, Conversation
+from app.web_session import NARROW_BYTES, Answer, Conversation
 from app.web_upload import EXTENSIONS, Progress, mib, prepared
 from assistant.api import Assistant
 from assistant.config import Settings
@@ -117,14 +117,7 @@ class WebApp:
 
     def _messages(self, answer: Answer) -> list[dict]:
         """The chat messages of one answer: the text (with follow-up buttons), then the plot if any."""
-        msg: dict = {"role": "assistant", "content": answer.markdown}
-        d = answer.diagnosis
-        if d.follow_up and answer.narrowable:
-            # The questions are in the answer text; with several, each button names its question's id.
-            several = len(d.follow_up) > 1
-            msg["options"] = [{"label": f"{fu.id}: {opt}" if several else opt, "value": f"{fu.id}{FOLLOW_UP_SEP}{opt}"}
-                              for fu in d.follow_up for opt in fu.options]
-        out = [msg]
+        out: list[dict] = [{"role": "assistant", "content": answer.markdown}]
         if answer.plot:
             # Handed over in memory: Gradio writes it to its own cache (cleaned by delete_cache), no file of ours.
             from PIL import Image
@@ -132,6 +125,13 @@ class WebApp:
             picture = Image.open(io.BytesIO(answer.plot))
             out.append({"role": "assistant", "content": gr.Image(picture, show_label=False, label="metric plot",
                                                                     buttons=["download", "fullscreen"])})
+        d = answer.diagnosis
+        if d.follow_up and answer.narrowable:
+            # The questions are in the answer text; with several, each button names its question's id.
+            # Gradio shows the options of the chat's last message, so they go on the answer's last one.
+            several = len(d.follow_up) > 1
+            out[-1]["options"] = [{"label": f"{fu.id}: {opt}" if several else opt,
+                                   "value": f"{fu.id}{FOLLOW_UP_SEP}{opt}"} for fu in d.follow_up for opt in fu.options]
         return out
 
     def _index(self, conv: Conversation, chat: list, answer: Answer, new: list[dict]) -> None:
@@ -207,8 +207,8 @@ class WebApp:
             chat.pop()
             new = self._messages(answer)
             if not answer.narrowable:
-                new[0]["content"] += (f"\n\n*This log is over {mib(8 * 1024 * 1024)}: follow-up answers cannot narrow it "
-                                      "here; run `trainfix diagnose FILE --answer id=value` locally.*")
+                new[0]["content"] += (f"\n\n*This log is over {mib(NARROW_BYTES)}: follow-up answers cannot narrow "
+                                      "it here; run `trainfix diagnose FILE --answer id=value` locally.*")
             self._index(conv, chat, answer, new)
             chat.extend(new)
         yield chat, conv, gr.MultimodalTextbox(value=None, interactive=True)

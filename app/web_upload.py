@@ -39,8 +39,8 @@ class Upload:
 
 
 def mib(n: float) -> str:
-    """``n`` bytes as ``"12.3 MiB"``."""
-    return f"{n / MIB:,.1f} MiB"
+    """``n`` bytes as ``"12.3 MiB"`` (``"5.2 KiB"`` below one MiB)."""
+    return f"{n / MIB:,.1f} MiB" if n >= MIB else f"{n / 1024:,.1f} KiB"
 
 
 def check_name(name: str) -> None:

@@ -139,6 +139,9 @@ def test_upload_log_answers_with_a_plot_and_deletes_the_upload(page):
     assert page.evaluate("(img) => img.naturalWidth", plot.element_handle()) > 300
     left = [p for p in Path(gradio.utils.get_upload_folder()).rglob(TRAINER_LOG.name)]
     assert left == []
+    # The uploaded log can be narrowed too: its follow-up buttons come after the plot.
+    page.locator("#tf-chat button.option", has_text="grad-clipping: no").click()
+    chat_shows(page, "you answered 'no'")
 
 
 def test_follow_up_button_narrows_the_diagnosis(page):
