@@ -1,7 +1,8 @@
 """Regenerate the web chat screenshots in docs/ (``make screenshots``): a real server and Debian's headless Chromium.
 
 States: an answer with the metric plot, the citation view, a large upload in progress, a Chinese answer.
-Inputs are the web tests' own examples (tests/fixtures/web/), read as data.
+Inputs are the web tests' own examples (tests/fixtures/web/), read as data. The Chinese picture needs a
+CJK font in the system (Debian: ``apt-get install fonts-wqy-zenhei``), or its characters show as boxes.
 """
 
 from __future__ import annotations
