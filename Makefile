@@ -1,5 +1,5 @@
 # The two Quickstart commands. Both set everything up from scratch (idempotently) first.
-.PHONY: run test setup kb bench
+.PHONY: run test setup kb bench screenshots
 
 VENV := .venv
 BIN  := $(VENV)/bin
@@ -7,11 +7,12 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export ANONYMIZED_TELEMETRY := False
+export GRADIO_ANALYTICS_ENABLED := False
 
 run:
 	@scripts/setup.sh
 	@$(BIN)/trainfix ingest
-	@$(BIN)/trainfix chat
+	@$(BIN)/trainfix web
 
 test:
 	@scripts/setup.sh dev
@@ -19,3 +20,9 @@ test:
 
 setup:
 	@scripts/setup.sh dev
+
+# The web chat screenshots in docs/ (shown in the README), from a real server and headless Chromium.
+screenshots:
+	@scripts/setup.sh dev
+	@$(BIN)/trainfix ingest
+	@$(BIN)/python scripts/screenshots.py

@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = Field(default=None, description="API key for the LLM endpoint")
     llm_timeout: float = Field(default=30.0, gt=0, description="seconds before the LLM call is abandoned")
 
+    web_user: str | None = Field(default=None, description="login for `trainfix web` (required beyond loopback)")
+    web_password: SecretStr | None = Field(default=None, description="password for `trainfix web`")
+    web_max_upload_mb: float = Field(default=100.0, gt=0, description="largest log `trainfix web` accepts, in MiB")
+
     @property
     def sources_dir(self) -> Path:
         return self.kb_dir / "sources"

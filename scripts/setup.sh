@@ -27,6 +27,13 @@ fi
 # pip warns about every unreadable local index location on some machines: keep only real messages.
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check "$@" 2> >(grep -v "^WARNING: Location '" >&2); }
 
+if [ "${1:-}" = "dev" ] && [ ! -x /usr/bin/chromium ]; then
+  # The web chat's browser tests drive Debian's chromium (Playwright's own browser download is not used).
+  echo "setup: installing chromium for the browser tests (apt-get)"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 # Re-install only when the dependency spec or the requested extras changed.
 stamp="$VENV/.trainfix-setup"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16) $EXTRAS"
