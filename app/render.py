@@ -226,6 +226,12 @@ def markdown(d: Diagnosis, *, html: bool = False) -> str:
 
 def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
     """``(markdown, number of sources listed)``; an LLM explanation, if any, goes on top."""
+    text, order = render_numbered(d, html=html)
+    return text, len(order)
+
+
+def render_numbered(d: Diagnosis, *, html: bool = False) -> tuple[str, list[int]]:
+    """``(markdown, order)``: source ``[n]`` of the markdown is ``d.citations[order[n - 1] - 1]``."""
     lang = d.language
     L = LABELS[lang]
     lines: list[str] = []
@@ -301,7 +307,7 @@ def render(d: Diagnosis, *, html: bool = False) -> tuple[str, int]:
             quote = " ".join(c.quote.split())
             quote = quote if len(quote) <= MAX_QUOTE else quote[:MAX_QUOTE] + "…"
             out.append(f"[{new_n}] {source_label(c, d, lang)} — {who}: “{quote}”  ")  # "  ": Markdown line break
-    return "\n".join(out).rstrip() + "\n", len(order)  # rstrip drops the last line break
+    return "\n".join(out).rstrip() + "\n", order  # rstrip drops the last line break
 
 
 def _checked(sr, lang: str) -> str:

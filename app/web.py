@@ -16,6 +16,7 @@ from pathlib import Path
 import gradio as gr
 
 from app.feedback import OUT_OF_SCOPE, FeedbackStore
+from app.render import source_label
 from app.web_render import source_html, user_markdown
 from app.web_session import NARROW_BYTES, Answer, Conversation
 from app.web_upload import EXTENSIONS, Progress, mib, prepared
@@ -264,7 +265,8 @@ class WebApp:
         answer = conv.answers.get(answer_key) if conv else None
         if answer is None or not number.isdigit() or int(number) not in answer.citations:
             return SOURCE_HINT
-        return source_html(answer.citations[int(number)], self.settings.sources_dir)
+        c = answer.citations[int(number)]
+        return source_html(c, self.settings.sources_dir, title=source_label(c, answer.diagnosis, answer.diagnosis.language))
 
     def rate(self, conv: Conversation | None, evt: gr.LikeData) -> str:
         """Thumbs up/down on an answer: stored with the redacted input."""

@@ -1,6 +1,6 @@
 """Safe chat rendering for the web: a Diagnosis as Markdown with clickable citations, and the cited source.
 
-Built on :func:`app.render.markdown`; everything outside code is HTML-escaped so input, titles and
+Built on :func:`app.render.render_numbered`; everything outside code is HTML-escaped so input, titles and
 knowledge text always show as text (a pasted ``<script>`` is shown, never run). Citation markers
 ``[n]`` become links ``#tfcite-<answer>-<n>`` that the page's script turns into "open the source".
 """
@@ -11,14 +11,13 @@ import html
 import re
 from pathlib import Path
 
-from app.render import LABELS, MAX_QUOTE, markdown
+from app.render import render_numbered
 from assistant.diagnosis import Diagnosis
 from kb.schema import Citation
 
 ANCHOR = "tfcite-"
 _CODE_SPAN = re.compile(r"(`+)(.*?)\1")
 _MARKER = re.compile(r"\[(\d{1,3})\]")
-_SOURCE_LINE = re.compile(r"^\[(\d{1,3})\] (.*?)\s*$")
 _ESCAPE = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 CONTEXT_LINES = 8
 MAX_VIEW_LINES = 160
@@ -53,28 +52,10 @@ def _outside_code(line: str, fn) -> str:
     return "".join(out)
 
 
-def _citation_order(d: Diagnosis, rendered: str) -> dict[int, Citation]:
-    """Rendered number -> Citation, read back from the Sources list :func:`app.render.markdown` wrote."""
-    who = {"guide": LABELS[d.language]["guide"], "runbook": LABELS[d.language]["runbook"]}
-    by_line: dict[str, Citation] = {}
-    for c in d.citations:
-        quote = " ".join(c.quote.split())
-        quote = quote if len(quote) <= MAX_QUOTE else quote[:MAX_QUOTE] + "…"
-        by_line.setdefault(f"{c.label()} — {who[c.source_kind]}: “{quote}”", c)
-    sources = rendered.split(f"**{LABELS[d.language]['sources']}**", 1)
-    found: dict[int, Citation] = {}
-    if len(sources) == 2:
-        for line in sources[1].splitlines():
-            m = _SOURCE_LINE.match(line)
-            if m and m.group(2) in by_line:
-                found[int(m.group(1))] = by_line[m.group(2)]
-    return found
-
-
 def answer_markdown(d: Diagnosis, key: str) -> tuple[str, dict[int, Citation]]:
     """``(markdown, citations by number)``: the answer with HTML escaped and markers linked to ``#tfcite-<key>-<n>``."""
-    rendered = markdown(d)  # html=False: no raw HTML anywhere in the answer
-    cites = _citation_order(d, rendered)
+    rendered, order = render_numbered(d)  # html=False: no raw HTML anywhere in the answer
+    cites = {n: d.citations[i - 1] for n, i in enumerate(order, start=1)}
 
     def link(m: re.Match) -> str:
         n = int(m.group(1))
@@ -110,10 +91,11 @@ def _section_start(lines: list[str], c: Citation) -> int:
     return first
 
 
-def source_html(c: Citation, sources_dir: Path) -> str:
-    """The cited section of the source as escaped HTML, cited lines highlighted (``<mark>``)."""
+def source_html(c: Citation, sources_dir: Path, title: str | None = None) -> str:
+    """The cited section of the source as escaped HTML, cited lines highlighted (``<mark>``); ``title``
+    names it (default: the citation's file, section and lines)."""
     path = Path(sources_dir) / c.source
-    title = html.escape(c.label())
+    title = html.escape(title or c.label())
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
