@@ -79,6 +79,10 @@ def _load(path: Path) -> Causality:
         raise KnowledgeBaseError(f"{path.name}: invalid causality file: {err}") from None
 
 
+# Rules that match a person describing the failure in words, not the failure itself.
+_DESCRIBED = (".description", ".plain-words")
+
+
 def _first_line(c: Candidate, sources: list[str] | None = None) -> int:
     return min((e.line for e in c.evidence if not sources or e.source.startswith(tuple(sources))), default=10**12)
 
@@ -100,7 +104,11 @@ def apply_links(causality: Causality, candidates: list[Candidate]) -> list[tuple
                 effect = by_mode.get(effect_id)
                 if effect is None or effect is cause or frozenset((cause_id, effect_id)) in linked:
                     continue
-                if link.order == "earlier" and not first < _first_line(effect):
+                # when the effect is measured (a NaN in the metrics), order by that, not by a sentence above
+                # the log that names it ("loss turned nan at step 1100, grad_norm kept rising before")
+                measured = min((e.line for e in effect.evidence if not e.source.endswith(_DESCRIBED)), default=10**12)
+                effect_first = measured if measured != 10**12 else _first_line(effect)
+                if link.order == "earlier" and not first < effect_first:
                     continue
                 linked.add(frozenset((cause_id, effect_id)))
                 top = max(cause.confidence, effect.confidence)
