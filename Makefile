@@ -24,5 +24,7 @@ setup:
 # The web chat screenshots in docs/ (shown in the README), from a real server and headless Chromium.
 screenshots:
 	@scripts/setup.sh dev
+	@fc-list :lang=zh 2>/dev/null | grep -q . || { echo "screenshots: installing a CJK font for the Chinese picture (apt-get)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-zenhei >/dev/null; }
 	@$(BIN)/trainfix ingest
 	@$(BIN)/python scripts/screenshots.py

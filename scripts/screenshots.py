@@ -2,7 +2,7 @@
 
 States: an answer with the metric plot, the citation view, a large upload in progress, a Chinese answer.
 Inputs are the web tests' own examples (tests/fixtures/web/), read as data. The Chinese picture needs a
-CJK font in the system (Debian: ``apt-get install fonts-wqy-zenhei``), or its characters show as boxes.
+CJK font in the system (`make screenshots` installs Debian's ``fonts-wqy-zenhei`` when none is present).
 """
 
 from __future__ import annotations
