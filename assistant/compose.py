@@ -262,6 +262,7 @@ def compose(
 _TREND_MODES = {
     "growth": {"slow-training", "low-gpu-utilization", "cpu-oom", "cuda-oom"},
     "decline": {"slow-training", "low-gpu-utilization", "communication-bottleneck"},
+    "jump": {"slow-training", "low-gpu-utilization", "communication-bottleneck"},
     "periodic": {"loss-spike", "gradient-explosion", "nan-loss"},
     "collapse": {"nan-loss", "loss-spike", "gradient-explosion"},
     "precursor": {"gradient-explosion", "nan-loss", "loss-spike"},

@@ -296,6 +296,8 @@ class MetricsAnalyser:
         self.entries += 1
         if step is None and self._progress_step is not None and number - self._progress_line <= 50:
             step = self._progress_step
+        if step is None and set(values) == {"loss_scale"} and self.last_step is not None:
+            step = self.last_step  # "OVERFLOW! ... reducing loss scale" lines belong to the step logged last
         for name, v in values.items():
             self._add(name, v, step, number, rank)
         if step is not None:

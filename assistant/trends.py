@@ -16,6 +16,7 @@ from assistant.models import MetricFinding, MetricsReport, SeriesPoint, Trend
 MIN_POINTS = 8  # fewer logged points than this show no trend
 GROWTH_RATIO = 1.5  # last level / first level for a steady rise (or its inverse for a decline)
 STEADY_SHARE = 0.6  # share of consecutive level changes in the trend's direction
+JUMP_SHARE = 0.6  # one jump between windows carrying this share of the whole change is a step change
 PERIOD_TOLERANCE = 0.1  # spikes whose gaps differ by at most 10 % of the median gap are periodic
 MIN_SPIKES = 3
 MIN_PERIOD_POINTS = 5  # spikes closer than this many logged points apart are a divergence, not a period
@@ -28,7 +29,7 @@ _RISING = {"step_time"}
 _FALLING = {"it/s", "samples_per_second", "samples/sec", "samples/s", "currsamplespersec", "tokens_per_sec", "tokens/s",
             "tokens_per_second", "tok/s", "throughput", "tflops", "throughput_tokens_per_sec", "tokens per second",
             "runningavgsamplespersec"}
-_UNITS = {"step_time": "s"}
+_UNITS: dict[str, str] = {}  # step times come in s or ms depending on the log: shown without a unit
 
 
 def find_trends(report: MetricsReport) -> list[Trend]:
@@ -75,7 +76,9 @@ def _level(values: list[float]) -> float:
 
 
 def _fmt(v: float, unit: str = "") -> str:
-    return f"{v:.3g} {unit}".strip() if unit else f"{v:.3g}"
+    """A level as people read it: 3 significant digits, but whole numbers below a million as they are."""
+    text = f"{v:.0f}" if 100 <= abs(v) < 1e6 else f"{v:.3g}"
+    return f"{text} {unit}".strip() if unit else text
 
 
 def _monotone(name: str, pts: list[SeriesPoint], rising: bool) -> Trend | None:
@@ -94,6 +97,25 @@ def _monotone(name: str, pts: list[SeriesPoint], rising: bool) -> Trend | None:
     along = sum(1 for d in moves if (d > 0) == rising)
     if not moves or along / len(moves) < STEADY_SHARE:
         return None
+    # one jump between two windows that carries most of the change is a step change, not a trend
+    starts = list(range(0, len(pts) - k + 1, k))
+    jumps = [(abs(b - a), i) for i, (a, b) in enumerate(zip(levels, levels[1:]))]
+    size, at = max(jumps) if jumps else (0.0, 0)
+    if size >= JUMP_SHARE * abs(last - first) and at + 1 < len(starts):
+        window = pts[starts[at + 1]:starts[at + 1] + k]
+        before = _level([p.value for p in pts[starts[at]:starts[at] + k]])
+        # the first point of the later window that is already at the new level
+        onset = next((p for p in pts[starts[at]:starts[at + 1] + k] if (p.value - before) * (1 if rising else -1)
+                      > 0.5 * abs(last - first)), window[0])
+        label_en = "step time" if name == "step_time" else f"throughput ({name})"
+        label_zh = "每步耗时" if name == "step_time" else f"吞吐（{name}）"
+        en = (f"{label_en} jumped {ratio:.1f}× at step {onset.step:g} ({_fmt(first)} → {_fmt(last)}) and stayed "
+              "there: something changed at that point (a restart with other settings or environment, another "
+              "node, different data), not a cost that grows step by step.")
+        zh = (f"{label_zh}在第 {onset.step:g} 步突然变为原来的 {ratio:.1f} 倍（{_fmt(first)} → {_fmt(last)}）并一直保持："
+              "是那个时间点发生了变化（换了设置或环境重启、换了节点、数据变了），而不是每步开销逐渐增长。")
+        return Trend(kind="jump", series=name, start_step=onset.step, end_step=pts[-1].step, line=onset.line,
+                     ratio=round(ratio, 3), en=en, zh=zh)
     # where it started: the first window clearly above (below) the starting level
     start = pts[0]
     for i in range(0, len(pts) - k + 1, k):

@@ -79,6 +79,7 @@ METRIC_CONFIDENCE = {
 TREND_CONFIDENCE = {
     "growth": ("slow-training", 0.75),
     "decline": ("slow-training", 0.75),
+    "jump": ("slow-training", 0.75),
     "periodic": ("loss-spike", 0.85),
     "collapse": ("nan-loss", 0.7),
     "precursor": ("gradient-explosion", 0.9),
@@ -93,7 +94,7 @@ TREND_CAUSE = {
     "precursor": ("gradient-explosion", "no-grad-clipping", 0.15),
     "data-wait": ("slow-training", "dataloader-bottleneck", 0.5),
 }
-_TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长", "data-wait": "数据等待"}
+_TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长", "data-wait": "数据等待", "jump": "突变"}
 TRIGGER_LOOKBACK = 3  # lines before a spike searched for what triggered it
 ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback
 MIN_CONFIDENCE = 0.3
@@ -496,10 +497,11 @@ def _candidates(
             mode, conf = TREND_CONFIDENCE[t.kind]
             slot = per_mode.setdefault(mode, {"confs": {}, "evidence": [], "route": "metrics", "boosts": {}})
             slot["confs"][f"trend:{t.kind}"] = max(conf, slot["confs"].get(f"trend:{t.kind}", 0.0))
-            m, cause, boost = TREND_CAUSE[t.kind]
-            slot_for = per_mode.setdefault(m, {"confs": {}, "evidence": [], "route": "metrics", "boosts": {}})
-            slot_for["boosts"][cause] = (boost, Reason(f"{t.kind} trend of {t.series} from line {t.line}",
-                                                       f"第 {t.line} 行起 {t.series} 的{_TREND_ZH[t.kind]}"))
+            if t.kind in TREND_CAUSE:  # a jump names no cause: what changed at that step is for a person to say
+                m, cause, boost = TREND_CAUSE[t.kind]
+                slot_for = per_mode.setdefault(m, {"confs": {}, "evidence": [], "route": "metrics", "boosts": {}})
+                slot_for["boosts"][cause] = (boost, Reason(f"{t.kind} trend of {t.series} from line {t.line}",
+                                                           f"第 {t.line} 行起 {t.series} 的{_TREND_ZH[t.kind]}"))
             rank, text = scanner.metrics.line_text(t.line)
             if text:
                 slot["evidence"].append(Evidence(line=t.line, text=display(text), match=f"{t.kind} of {t.series}",

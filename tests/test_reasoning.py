@@ -276,3 +276,9 @@ def test_code_for_another_framework_is_left_out_but_the_advice_kept(assistant):
         assert all("TrainingArguments(" not in (f.code.code if f.code else "") for f in c.fixes)
     assert any(x.kind == "code" for c in d.candidates for x in c.left_out)
     assert d.facts.get("precision") != "fp16"  # Megatron's 'loss scale: 1.0' is not FP16 loss scaling
+
+
+def test_a_step_change_is_a_jump_not_a_steady_trend():
+    pts = [(s, 1.0 if s < 1000 else 2.6) for s in range(50, 2050, 50)]
+    (t,) = find_trends(MetricsReport(series=[_series("step_time", pts)]))
+    assert t.kind == "jump" and t.start_step == 1000 and "jumped 2.6× at step 1000" in t.en
