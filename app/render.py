@@ -150,7 +150,7 @@ def _decisive(evidence: list) -> tuple[list, int]:
     order; and how many were left out."""
     seen: set[tuple[str, str]] = set()
     picked = []
-    for ev in sorted(evidence, key=lambda e: (e.strength != "strong", e.line)):
+    for ev in sorted(evidence, key=lambda e: (not e.source.startswith("reading:"), e.strength != "strong", e.line)):
         shape = (_DIGITS.sub("#", ev.text.strip()), ev.source)
         if shape in seen:
             continue

@@ -224,6 +224,7 @@ def compose(
                               evidence=evidence, ruled=tree.contradictions(r.mode, result.facts) if tree else ())
         view.score = round(min(r.raw, 1.0), 4)
         view.readings = _readings(result, r.mode, lang)
+        _reading_evidence(view, result)
         if cand is not None and cand.note:
             view.note = _root_note(cand, lang, named=result.timeline is not None and (result.timeline.first_failure is not None
                                                                         or bool(result.timeline.mismatch)))
@@ -276,6 +277,14 @@ def _readings(result: Triage, mode: str, lang: Lang) -> list[str]:
     if result.metrics is not None:
         out += [(t.zh if lang == "zh" else t.en) for t in result.metrics.trends if mode in _TREND_MODES[t.kind]]
     return [redact(x).text for x in out]
+
+
+def _reading_evidence(view: CandidateView, result: Triage) -> None:
+    """The line a reading's numbers come from proves the reading: it joins the evidence (first, redacted)."""
+    have = {e.line for e in view.evidence}
+    extra = [Evidence(line=r.line, text=redact(r.text).text, match=r.kind, source=f"reading:{r.kind}", strength="strong")
+             for r in result.readings if view.failure_mode in r.modes and r.text and r.line not in have]
+    view.evidence = extra + view.evidence
 
 
 HEALTHY_POINTS = 10  # a log needs this many training metric points to be called healthy

@@ -139,6 +139,7 @@ class Reading(_Model):
     causes: dict[str, str] = Field(default={}, description="mode -> the cause these numbers point at")
     against: dict[str, str] = Field(default={}, description="mode -> a cause these numbers speak against")
     delta: float = Field(default=0.0, description="how much the pointed-at cause moves up (and the other down)")
+    text: str = Field(default="", description="the input line the numbers are on, verbatim (shown as evidence)")
     why_en: str = Field(default="", description="the short reason shown next to the cause")
     why_zh: str = ""
 

@@ -64,10 +64,11 @@ def _fmt(gib: float) -> str:
 def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) -> list[Reading]:
     """Every reading the numbers on ``lines`` support (at most one of each kind)."""
     out: list[Reading] = []
+    text = {k.number: k.body for k in lines}
     for fn in (_oom, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu):
         reading = fn(lines, total_steps)
         if reading is not None:
-            out.append(reading)
+            out.append(reading.model_copy(update={"text": text.get(reading.line, "")}))
     return out
 
 
