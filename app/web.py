@@ -174,15 +174,19 @@ class WebApp:
         chat.append(_system("…"))
         yield chat, conv, cleared
         chat.pop()
+        self._answer_into(chat, conv, lambda: conv.send(text, lang))  # type: ignore[arg-type]
+        yield chat, conv, gr.MultimodalTextbox(value=None, interactive=True)
+
+    def _answer_into(self, chat: list, conv: Conversation, ask) -> None:
+        """Append the answer ``ask()`` returns to ``chat`` (indexed for citations and feedback), or its error."""
         try:
-            answer = conv.send(text, lang)  # type: ignore[arg-type]
+            answer = ask()
         except TrainfixError as err:
             chat.append(_error(err))
         else:
             new = self._messages(answer)
             self._index(conv, chat, answer, new)
             chat.extend(new)
-        yield chat, conv, gr.MultimodalTextbox(value=None, interactive=True)
 
     def _upload(self, file: str | dict, text: str, chat: list, conv: Conversation, lang: str, cleared):
         path = Path(file["path"] if isinstance(file, dict) else file)
@@ -242,14 +246,7 @@ class WebApp:
         chat = list(chat or [])
         fu_id, _, value = str(evt.value).partition(FOLLOW_UP_SEP)
         chat.append({"role": "user", "content": user_markdown(value)})
-        try:
-            answer = conv.follow_up(fu_id, value, lang)  # type: ignore[arg-type]
-        except TrainfixError as err:
-            chat.append(_error(err))
-        else:
-            new = self._messages(answer)
-            self._index(conv, chat, answer, new)
-            chat.extend(new)
+        self._answer_into(chat, conv, lambda: conv.follow_up(fu_id, value, lang))  # type: ignore[arg-type]
         return chat, conv
 
     def new_incident(self, conv: Conversation | None):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -52,20 +53,27 @@ def wait_for_http(url: str, timeout: float = 180.0) -> None:
         time.sleep(0.3)
 
 
-@pytest.fixture(scope="module")
-def server(shared_data_dir):
+@contextmanager
+def running_app(settings: Settings):
+    """A real web app on a free loopback port, serving until the block ends; yields its URL."""
     from app.web import launch
 
-    settings = Settings(data_dir=shared_data_dir, web_max_upload_mb=1, web_user=None, web_password=None,
-                        llm_model=None, chroma_url=None)
     port = free_port()
     demo = launch(settings, host="127.0.0.1", port=port, block=False)
     url = f"http://127.0.0.1:{port}/"
     try:
         wait_for_http(url)
-        yield url, settings
+        yield url
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def server(shared_data_dir):
+    settings = Settings(data_dir=shared_data_dir, web_max_upload_mb=1, web_user=None, web_password=None,
+                        llm_model=None, chroma_url=None)
+    with running_app(settings) as url:
+        yield url, settings
 
 
 @pytest.fixture(scope="module")
@@ -253,23 +261,15 @@ def test_login_guards_the_page_and_the_api(shared_data_dir):
 
     from gradio_client import Client
 
-    from app.web import launch
-
     settings = Settings(data_dir=shared_data_dir, web_user="team", web_password="not-in-the-page",
                         llm_model=None, chroma_url=None)
-    port = free_port()
-    demo = launch(settings, host="127.0.0.1", port=port, block=False)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        wait_for_http(url)
+    with running_app(settings) as url:
         with pytest.raises(urllib.error.HTTPError, match="401"):
             urllib.request.urlopen(url + "config", timeout=30)  # the app's config needs the login
         with pytest.raises(Exception):  # noqa: B017 - gradio_client raises its own error types
             Client(url, verbose=False, auth=("team", "wrong")).predict(OOM, "en", api_name="/diagnose")
         out = Client(url, verbose=False, auth=("team", "not-in-the-page")).predict(OOM, "en", api_name="/diagnose")
         assert out["diagnosis"]["candidates"][0]["failure_mode"] == "cuda-oom"
-    finally:
-        demo.close()
 
 
 def test_web_command_prints_the_url_and_serves_it(shared_data_dir):
