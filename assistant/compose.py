@@ -267,6 +267,8 @@ _TREND_MODES = {
     "periodic": {"loss-spike", "gradient-explosion", "nan-loss"},
     "collapse": {"nan-loss", "loss-spike", "gradient-explosion"},
     "precursor": {"gradient-explosion", "nan-loss", "loss-spike"},
+    "surge": {"gradient-explosion", "loss-spike", "nan-loss"},
+    "transient": {"loss-spike", "gradient-explosion"},
     "data-wait": {"slow-training", "low-gpu-utilization"},
 }
 

@@ -58,7 +58,7 @@ _NUM_STR = "0123456789.eE+-naNfiItyIFY"
 _DELIM_TABLE = str.maketrans({d: "\0" for d in "{},|[]'\";\t:=<>#"})
 _KEY_JUNK = "0123456789 _./()-"
 _SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient norm", "gnorm", "lr", "step_time",
-               "step time", "iter time", "time", "tok/s", "tokens/s", "samples/s", "data_time", "data time")
+               "step time", "iter time", "time", "tok/s", "tokens/s", "samples/s", "data_time", "data time", "iter")
 _NOT_TRAINING = frozenset({"val", "eval", "valid", "validation", "test", "dev", "evaluation"})
 _VALUE_SKIP = " \t'\"[("
 _TQDM = re2.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")

@@ -65,7 +65,8 @@ def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) ->
     """Every reading the numbers on ``lines`` support (at most one of each kind)."""
     out: list[Reading] = []
     text = {k.number: k.body for k in lines}
-    for fn in (_oom, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu):
+    for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
+               _short_file, _profiled_loader):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading.model_copy(update={"text": text.get(reading.line, "")}))
@@ -268,8 +269,12 @@ def _killed(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     cgroup = _first(lines, _CGROUP)
     limit = _first(lines, _LIMIT)
     worker = any(w in name.lower() for w in _WORKER)
-    en = f"The kernel's OOM killer chose {name} (pid {pid})" + (f" at {_fmt(rss)} resident (anon-rss)" if rss else "")
-    zh = f"内核 OOM killer 杀掉的是 {name}（pid {pid}）" + (f"，常驻内存 {_fmt(rss)}（anon-rss）" if rss else "")
+    # the launcher names the rank of the killed pid: "failed (exitcode: -9) local_rank: 5 (pid: 90817)"
+    owner = _first(lines, re2.compile(r"(?i)\b(local_rank|rank)\s*:?\s*(\d+)\b.{0,60}\bpid:?\s*" + pid + r"\b"))
+    who = f", {owner[1].group(1)} {owner[1].group(2)} (line {owner[0].number})" if owner else ""
+    who_zh = f"，即 {owner[1].group(1)} {owner[1].group(2)}（第 {owner[0].number} 行）" if owner else ""
+    en = f"The kernel's OOM killer chose {name} (pid {pid}{who})" + (f" at {_fmt(rss)} resident (anon-rss)" if rss else "")
+    zh = f"内核 OOM killer 杀掉的是 {name}（pid {pid}{who_zh}）" + (f"，常驻内存 {_fmt(rss)}（anon-rss）" if rss else "")
     if limit is not None:
         lim = _gib(limit[1].group(1), limit[1].group(2))
         en += f", against a memory limit of {_fmt(lim)} (line {limit[0].number})"
@@ -401,3 +406,147 @@ def _straggler_gpu(lines: Sequence[KeptLine], _total: float | None) -> Reading |
                                why_zh=f"GPU {v[cols[0]]} 降频（第 {r.number} 行）")
         return None
     return None
+
+
+# ``seq_len 8192`` / ``max_length=4096`` / ``--seq-length 8192``; a vocabulary from ``vocab_size=128256`` (see _VOCAB)
+_SEQ = re2.compile(r"(?i)(?:\b|--)(?:max_?seq(?:uence)?_?len(?:gth)?|seq(?:uence)?[_-]?len(?:gth)?|max_length|"
+                   r"model_max_length|block_size|context_length|max_position_embeddings)[\"']?\s*[:= ]\s*(\d{3,6})\b")
+LOGITS_TOLERANCE = 0.03  # the request matches batch x sequence x vocabulary x bytes within 3 %
+
+
+def _logits(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """An OOM whose failing allocation is exactly the logits tensor: batch x sequence x vocabulary x 2 or 4 bytes."""
+    req, vocab, seq = _first(lines, _REQUESTED), _first(lines, _VOCAB), _first(lines, _SEQ)
+    if req is None or vocab is None or seq is None:
+        return None
+    requested = _gib(req[1].group(1), req[1].group(2)) * 2**30
+    v, n = int(vocab[1].group(1)), int(seq[1].group(1))
+    micro = _first(lines, _MICRO)
+    batches = [int(micro[1].group(2))] if micro is not None else [1]
+    for b in batches:
+        for width, dtype in ((4, "fp32"), (2, "bf16/fp16")):
+            size = b * n * v * width
+            if abs(size - requested) <= LOGITS_TOLERANCE * requested:
+                product = f"{b} × {n} × {v} × {width} B" if micro is not None else f"{n} × {v} × {width} B"
+                what = "micro-batch × sequence × vocabulary" if micro is not None else "sequence × vocabulary"
+                en = (f"The failing {_fmt(requested / 2**30)} allocation is the {dtype} logits: {product} = "
+                      f"{_fmt(size / 2**30)} ({what}; lines {req[0].number}, {seq[0].number}, {vocab[0].number}). "
+                      "Memory for the rest of the model is not the problem: shrink the logits — a smaller micro-batch "
+                      "or shorter sequences, or a loss computed in chunks over the sequence.")
+                zh = (f"失败的这次 {_fmt(requested / 2**30)} 申请正是 {dtype} logits：{product} = {_fmt(size / 2**30)}"
+                      f"（{'micro-batch × ' if micro is not None else ''}序列长度 × 词表大小；第 {req[0].number}、{seq[0].number}、"
+                      f"{vocab[0].number} 行）。问题不在模型其余部分的显存：要缩小 logits——减小 micro-batch 或序列长度，或按序列分块计算 loss。")
+                return Reading(modes=["cuda-oom"], kind="oom-logits", line=req[0].number, en=en, zh=zh,
+                               causes={"cuda-oom": "model-or-batch-too-large"}, against={"cuda-oom": "memory-fragmentation"},
+                               delta=0.2, why_en=f"the failing allocation is the logits ({product}, line {req[0].number})",
+                               why_zh=f"失败的申请就是 logits（{product}，第 {req[0].number} 行）")
+    return None
+
+
+# a debug print of how many tokens a batch supervises: "n_label_tokens=0", "num_items_in_batch: 0"
+_NO_LABELS = re2.compile(r"(?i)\b((?:n_?|num_?)?(?:label|target|supervised|valid|loss)_?tok(?:en)?s?|num_items_in_batch)"
+                         r"\s*[=:]\s*(?:tensor\()?0\b(?:[^.]|$)")
+
+
+def _no_labels(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """A batch that supervises no token: the mean cross-entropy is 0/0."""
+    found = _first(lines, _NO_LABELS)
+    if found is None:
+        return None
+    k, m = found
+    en = (f"A batch with no supervised token ({m.group(1)}=0, line {k.number}): the mean cross-entropy over zero "
+          "tokens is 0/0 = NaN, in any precision. Every label of that sample is -100 (often the prompt fills "
+          "max_length and truncation removes the whole answer): drop such samples rather than tuning the optimiser.")
+    zh = (f"有一个 batch 没有任何需要监督的 token（{m.group(1)}=0，第 {k.number} 行）：对 0 个 token 求平均的交叉熵是 0/0 = NaN，"
+          "与精度无关。这个样本的 label 全是 -100（常见原因是 prompt 占满了 max_length，截断把回答整个去掉了）：应当过滤掉这类样本，而不是去调优化器。")
+    return Reading(modes=["nan-loss"], kind="no-label-tokens", line=k.number, en=en, zh=zh,
+                   causes={"nan-loss": "no-label-tokens"}, delta=0.6,
+                   why_en=f"{m.group(1)}=0 at line {k.number}", why_zh=f"第 {k.number} 行 {m.group(1)}=0")
+
+
+# "skipped so far: 403/1000", "skipped 41 of 310 steps", "Skipping step ... (12/50 skipped)"
+_SKIPPED = re2.compile(r"(?i)skip\w*[^0-9\n]{0,30}?(\d+)\s*(?:/|of|out of)\s*(\d+)|(\d+)\s*/\s*(\d+)\s*(?:steps?\s*)?skipped")
+
+
+def _skipped(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """Skipped-step counters: when many steps are skipped, the NaN is systematic, not one bad batch."""
+    last = None
+    for k in lines:
+        m = _SKIPPED.search(k.body)
+        if m:
+            last = (k, m)
+    if last is None:
+        return None
+    k, m = last
+    done, total = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    n, of = int(done), int(total)
+    if of <= 0 or n > of or n < 2:
+        return None
+    share = n / of
+    en = (f"{n}/{of} steps were skipped ({share:.0%}, line {k.number})"
+          + (": the non-finite values are systematic, not a rare bad batch; skipping hides their cause and trains on a "
+             "fraction of the data." if share >= 0.05 else "."))
+    zh = (f"{n}/{of} 个 step 被跳过（{share:.0%}，第 {k.number} 行）"
+          + ("：非有限值是系统性的，而不是偶尔一个坏 batch；跳过只是掩盖原因，而且只在一部分数据上训练。" if share >= 0.05 else "。"))
+    return Reading(modes=["nan-loss", "gradient-explosion", "loss-spike"], kind="skipped-steps", line=k.number, en=en, zh=zh)
+
+
+# `ls -l` rows: "-rw-r--r-- 1 user group 5368709120 Nov 15 23:43 zero_pp_rank_3_mp_rank_00_optim_states.pt"
+_LS = re2.compile(r"^\s*[-l][rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+(\d+)\s+\w{3}\s+\d{1,2}\s+[\d:]{4,5}\s+(\S+)\s*$")
+_DIGITS = re2.compile(r"\d+")
+SHORT_SHARE = 0.5  # a file below half the size of its like-named siblings is truncated
+
+
+def _short_file(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """A checkpoint file in an `ls -l` listing that is empty or far smaller than its like-named siblings."""
+    rows = [(k, int(m.group(1)), m.group(2)) for k in lines if (m := _LS.match(k.body))]
+    groups: dict[str, list[tuple[KeptLine, int, str]]] = {}
+    for k, size, name in rows:
+        groups.setdefault(_DIGITS.sub("#", name), []).append((k, size, name))
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        top = max(size for _, size, _ in members)
+        short = [(k, size, name) for k, size, name in members if size < SHORT_SHARE * top]
+        if not short or len(short) == len(members):
+            continue
+        k, size, name = short[0]
+        more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
+        more_zh = f"（另有 {len(short) - 1} 个）" if len(short) > 1 else ""
+        en = (f"{name} is {size} bytes while its like-named siblings are up to {top} bytes (line {k.number}){more}: "
+              "the file was cut off while being written; this checkpoint is incomplete.")
+        zh = (f"{name} 只有 {size} 字节，而同类文件最大为 {top} 字节（第 {k.number} 行）{more_zh}：文件在写入时被截断，这个 checkpoint 不完整。")
+        return Reading(modes=["checkpoint-corruption"], kind="short-file", line=k.number, en=en, zh=zh,
+                       causes={"checkpoint-corruption": "incomplete-write"}, delta=0.3)
+    return None
+
+
+# torch.profiler table row: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__...   61.84%   7.412s   63.10%   7.563s"
+_PROFILED_LOADER = re2.compile(r"enumerate\(DataLoader\)\S*\s+(\d+(?:\.\d+)?)%\s+(\d+(?:\.\d+)?\s*m?s)\b")
+_WORKERS = re2.compile(r"\bnum_workers\s*[=:]\s*(\d+)\b")
+LOADER_SHARE = 20.0  # % of profiled time spent waiting for the next batch that makes the loader the bottleneck
+
+
+def _profiled_loader(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """A profiler table where fetching the next batch takes a large share of the step."""
+    found = _first(lines, _PROFILED_LOADER)
+    if found is None or float(found[1].group(1)) < LOADER_SHARE:
+        return None
+    k, m = found
+    workers = _first(lines, _WORKERS)
+    none = workers is not None and workers[1].group(1) == "0"
+    en = (f"The profiler puts {m.group(1)}% of the step ({m.group(2)}) in fetching the next batch "
+          f"(`enumerate(DataLoader)`, line {k.number}): the input pipeline, not the model, sets the pace")
+    zh = (f"profiler 显示 {m.group(1)}% 的时间（{m.group(2)}）花在取下一个 batch 上"
+          f"（`enumerate(DataLoader)`，第 {k.number} 行）：决定速度的是数据管道，而不是模型")
+    if none:
+        en += (f"; with num_workers=0 (line {workers[0].number}) decoding and augmentation run in the training process "
+               "itself, so start with worker processes before any model-side speed-up.")
+        zh += f"；num_workers=0（第 {workers[0].number} 行）时解码和数据增强都在训练进程里做，先开多个 worker 进程，再考虑模型侧的加速。"
+    else:
+        en += "; speed up loading before any model-side optimisation."
+        zh += "；先加速数据加载，再考虑模型侧的优化。"
+    return Reading(modes=["slow-training", "low-gpu-utilization"], kind="profiled-loader", line=k.number, en=en, zh=zh,
+                   causes={"slow-training": "dataloader-bottleneck", "low-gpu-utilization": "dataloader-bottleneck"},
+                   delta=0.4, why_en=f"DataLoader {m.group(1)}% of profiled time (line {k.number})",
+                   why_zh=f"DataLoader 占 profiler 时间的 {m.group(1)}%（第 {k.number} 行）")

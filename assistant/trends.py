@@ -47,7 +47,7 @@ def find_trends(report: MetricsReport) -> list[Trend]:
             if t is not None:
                 out.append(t)
         elif name == "loss_scale":
-            t = _collapse(pts)
+            t = _collapse(pts, report)
             if t is not None:
                 out.append(t)
     spikes = [f for f in report.findings if f.kind == "loss-spike" and f.step is not None]
@@ -60,6 +60,15 @@ def find_trends(report: MetricsReport) -> list[Trend]:
         (f for f in report.findings if f.kind == "loss-spike"), None)
     if grad is not None and blow is not None:
         t = _precursor(grad.samples, blow)
+        if t is not None:
+            out.append(t)
+    if loss is not None and spikes and not any(t.kind == "periodic" for t in out):
+        t = _transient(loss.samples, grad.samples if grad is not None else [], report.last_step is not None)
+        if t is not None:
+            out.append(t)
+    if grad is not None and not any(t.kind == "precursor" for t in out) and any(
+            f.kind == "grad-explosion" for f in report.findings):
+        t = _surge(grad.samples, loss.samples if loss is not None else [], report.last_step is not None)
         if t is not None:
             out.append(t)
     return out
@@ -171,7 +180,14 @@ def _periodic(spikes: list[MetricFinding], interval: float | None) -> Trend | No
                  period=period, en=en, zh=zh)
 
 
-def _collapse(pts: list[SeriesPoint]) -> Trend | None:
+def _overflow_step(p: SeriesPoint, report: MetricsReport) -> float:
+    """The step an overflow line belongs to: the scaler reports inside ``optimizer.step()``, before the loop logs
+    that step, so a step logged on the next two lines is its step (else the last one logged before it)."""
+    later = [q.step for s in report.series for q in s.samples if p.line < q.line <= p.line + 2 and q.step > p.step]
+    return min(later) if later else p.step
+
+
+def _collapse(pts: list[SeriesPoint], report: MetricsReport) -> Trend | None:
     if len(pts) < 3:
         return None
     peak = max(pts, key=lambda p: p.value)
@@ -179,6 +195,8 @@ def _collapse(pts: list[SeriesPoint]) -> Trend | None:
     low = min(after, key=lambda p: p.value)
     if low.value <= 0 or peak.value / low.value < 2 ** COLLAPSE_HALVINGS:
         return None
+    peak = peak.model_copy(update={"step": _overflow_step(peak, report)})
+    low = low.model_copy(update={"step": _overflow_step(low, report)})
     span = f"steps {peak.step:g}–{low.step:g}, lines {peak.line}–{low.line}"
     en = (f"the loss scale collapsed from {peak.value:g} to {low.value:g} ({span}): FP16 "
           "gradients overflow on (nearly) every step, so the scaler keeps halving and steps are skipped.")
@@ -215,6 +233,87 @@ def _precursor(samples: list[SeriesPoint], blow: MetricFinding) -> Trend | None:
           f"{start.value:.3g} 到第 {peak.step:g} 步的 {peak.value:.3g}）：先是梯度爆炸，NaN 只是症状。")
     return Trend(kind="precursor", series="grad_norm", start_step=start.step, end_step=peak.step, line=start.line,
                  ratio=round(ratio, 2), en=en, zh=zh)
+
+
+SURGE_RATIO = 20.0  # grad norm peak at least 20x where it started ...
+RECOVERED = 3.0  # ... and not back within 3x of it by the last logged point
+
+
+def _surge(samples: list[SeriesPoint], loss: list[SeriesPoint], stepped: bool) -> Trend | None:
+    """A gradient explosion stated with its numbers: from where to what peak, and what the loss did meanwhile."""
+    pts = [p for p in samples if p.value is not None]
+    if len(pts) < 3:
+        return None
+    peak = max(pts, key=lambda p: p.value)
+    before = [p for p in pts if p.line < peak.line]
+    if not before:
+        return None
+    start = min(before[:3], key=lambda p: p.value)
+    if start.value <= 0 or peak.value / start.value < SURGE_RATIO:
+        return None
+    after = [p for p in pts if p.line > peak.line]
+    if after and after[-1].value <= RECOVERED * start.value:
+        return None  # back near where it started: a transient spike, not a divergence
+    n = sum(1 for p in pts if start.line < p.line <= peak.line)
+
+    def at(p: SeriesPoint) -> str:
+        return f"step {p.step:g}, line {p.line}" if stepped else f"line {p.line}"
+
+    def at_zh(p: SeriesPoint) -> str:
+        return f"第 {p.step:g} 步，第 {p.line} 行" if stepped else f"第 {p.line} 行"
+
+    en = (f"grad norm went from {start.value:g} ({at(start)}) to {peak.value:g} ({at(peak)}), "
+          f"{peak.value / start.value:.0f}× in {n} logged point(s)")
+    zh = (f"grad norm 从 {start.value:g}（{at_zh(start)}）升到 {peak.value:g}（{at_zh(peak)}），"
+          f"{n} 个记录点内增长了 {peak.value / start.value:.0f} 倍")
+    lv = [p for p in loss if p.value is not None and p.line >= start.line - 1]
+    if len(lv) >= 2:
+        first, last = lv[0], lv[-1]
+        top = max(lv, key=lambda p: p.value)
+        if first.value > 0 and top.value / first.value >= 1.5:
+            en += f"; meanwhile the loss rose from {first.value:g} to {top.value:g}" + (
+                f" and stayed at {last.value:g}" if last is not top and last.value >= 0.8 * top.value else "")
+            zh += f"；同时 loss 从 {first.value:g} 升到 {top.value:g}" + (
+                f"，之后停在 {last.value:g}" if last is not top and last.value >= 0.8 * top.value else "")
+    en += ": the run diverged; this is not one noisy step."
+    zh += "：训练已经发散，而不是某一步的噪声。"
+    # the peak is the line that proves it (its start is quoted in the text)
+    return Trend(kind="surge", series="grad_norm", start_step=start.step, end_step=peak.step, line=peak.line,
+                 ratio=round(peak.value / start.value, 2), en=en, zh=zh)
+
+
+TRANSIENT_RISE = 1.5  # a loss peak at least 1.5x the level before it ...
+TRANSIENT_BACK = 1.25  # ... that is back within 1.25x of that level by the last point
+
+
+def _transient(loss: list[SeriesPoint], grad: list[SeriesPoint], stepped: bool) -> Trend | None:
+    """One loss spike that recovers on its own: a batch, not a divergence."""
+    pts = [p for p in loss if p.value is not None]
+    if len(pts) < 6:
+        return None
+    peak = max(pts, key=lambda p: p.value)
+    before = [p for p in pts if p.line < peak.line]
+    after = [p for p in pts if p.line > peak.line]
+    if len(before) < 3 or len(after) < 2 or any(p.value is None for p in loss if p.line > before[0].line):
+        return None
+    base = median(p.value for p in before)
+    last = after[-1]
+    if base <= 0 or peak.value < TRANSIENT_RISE * base or last.value > TRANSIENT_BACK * base:
+        return None
+    g = next((p for p in grad if p.line == peak.line and p.value is not None), None)
+    at = f"step {peak.step:g}" if stepped else f"line {peak.line}"
+    at_zh = f"第 {peak.step:g} 步" if stepped else f"第 {peak.line} 行"
+    by = f"step {last.step:g}" if stepped else f"line {last.line}"
+    by_zh = f"第 {last.step:g} 步" if stepped else f"第 {last.line} 行"
+    gn = f" (grad norm {g.value:.3g})" if g is not None else ""
+    gn_zh = f"（grad norm {g.value:.3g}）" if g is not None else ""
+    en = (f"the loss jumped from about {base:.3g} to {peak.value:.3g} at {at}{gn} and was back to {last.value:.3g} by {by}: "
+          "one transient spike — a batch, not a divergence. Look at the samples fed at that step first; "
+          "training settings that apply to every step are not what changed.")
+    zh = (f"loss 在{at_zh}从约 {base:.3g} 跳到 {peak.value:.3g}{gn_zh}，到{by_zh}已回落到 {last.value:.3g}：这是一次性的尖峰——"
+          "问题在某个 batch，而不是训练发散。先检查那一步喂进去的样本；对每一步都生效的训练设置并没有变化。")
+    return Trend(kind="transient", series="loss", start_step=peak.step, end_step=last.step, line=peak.line,
+                 ratio=round(peak.value / base, 2), en=en, zh=zh)
 
 
 def _data_wait(pts: list[SeriesPoint], step_time) -> Trend | None:

@@ -282,3 +282,104 @@ def test_a_step_change_is_a_jump_not_a_steady_trend():
     pts = [(s, 1.0 if s < 1000 else 2.6) for s in range(50, 2050, 50)]
     (t,) = find_trends(MetricsReport(series=[_series("step_time", pts)]))
     assert t.kind == "jump" and t.start_step == 1000 and "jumped 2.6× at step 1000" in t.en
+
+
+# -- more readings: logits, unsupervised batches, skipped steps, truncated files, profiler -----------
+
+def test_oom_whose_request_is_the_logits_names_the_product():
+    # 2 x 4096 x 151936 x 4 B = 4.64 GiB of fp32 logits
+    text = ("micro_batch_size: 2\nmax_seq_length: 4096\nvocab_size: 151936\n"
+            + OOM.format(req="4.64 GiB", slack="120.00 MiB"))
+    kinds = {r.kind: r for r in read_numbers(_lines(text))}
+    assert "oom-logits" in kinds
+    r = kinds["oom-logits"]
+    assert "2 × 4096 × 151936 × 4 B" in r.en and "fp32" in r.en and r.line == 4
+
+
+def test_an_allocation_that_is_not_the_logits_is_not_called_logits():
+    text = "micro_batch_size: 2\nmax_seq_length: 4096\nvocab_size: 151936\n" + OOM.format(req="1.00 GiB", slack="1 GiB")
+    assert "oom-logits" not in {r.kind for r in read_numbers(_lines(text))}
+
+
+def test_a_batch_without_label_tokens_explains_a_deterministic_nan(assistant):
+    text = ("{'loss': 0.91, 'grad_norm': 1.2, 'epoch': 0.4}\n"
+            "rank0 batch 912: supervised_tokens=0 seq_len=2048\n"
+            "{'loss': nan, 'grad_norm': nan, 'epoch': 0.41}\n")
+    d = assistant.diagnose(text, answers={"precision": "bf16"})
+    top = d.candidates[0]
+    assert top.failure_mode == "nan-loss" and top.causes[0].id == "no-label-tokens"
+    assert top.evidence[0].line == 2 and "0/0" in top.readings[0]
+    assert "filter" in (top.fixes[0].code.code if top.fixes[0].code else "")
+
+
+def test_log_of_a_softmax_is_named_as_the_nan_source(assistant):
+    text = ("RuntimeError: Function 'LogBackward0' returned nan values in its 0th output.\n"
+            "    probs = torch.softmax(out, dim=1)\n    loss = -(torch.log(probs) * onehot).sum(1).mean()\n")
+    top = assistant.diagnose(text, answers={"precision": "fp32"}).candidates[0]
+    assert top.failure_mode == "nan-loss" and top.causes[0].id == "log-of-softmax"
+    assert "log_softmax" in top.fixes[0].code.code
+
+
+def test_skipped_step_counters_make_the_share_explicit():
+    lines = _lines("skip_nonfinite: skipped 3 of 500 steps\nskip_nonfinite: skipped 120 of 800 steps\n")
+    (r,) = read_numbers(lines)
+    assert r.kind == "skipped-steps" and "120/800" in r.en and "15%" in r.en and r.line == 2
+
+
+def test_a_file_much_smaller_than_its_siblings_is_truncated():
+    listing = "\n".join([
+        "-rw-r--r-- 1 ml ml 9000000000 Mar  1 10:00 shard_00_of_03.bin",
+        "-rw-r--r-- 1 ml ml 9000000123 Mar  1 10:00 shard_01_of_03.bin",
+        "-rw-r--r-- 1 ml ml 1073741824 Mar  1 10:01 shard_02_of_03.bin",
+        "-rw-r--r-- 1 ml ml       2048 Mar  1 10:01 config.json",
+    ])
+    (r,) = read_numbers(_lines(listing))
+    assert r.kind == "short-file" and "shard_02_of_03.bin" in r.en and "1073741824" in r.en and r.line == 3
+
+
+def test_profiler_table_with_a_slow_loader_points_at_the_loader():
+    text = ("loader = DataLoader(ds, batch_size=32, num_workers=0)\n"
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__   48.10%   3.100s   50.00%   3.200s\n")
+    (r,) = read_numbers(_lines(text))
+    assert r.kind == "profiled-loader" and "48.10%" in r.en and "num_workers=0" in r.en
+    assert r.causes["low-gpu-utilization"] == "dataloader-bottleneck"
+
+
+def test_oom_killer_victim_is_matched_to_its_rank():
+    text = ("E0101 failed (exitcode: -9) local_rank: 3 (pid: 4242) of binary: /usr/bin/python\n"
+            "Out of memory: Killed process 4242 (python) total-vm:1kB, anon-rss:20971520kB\n")
+    (r,) = read_numbers(_lines(text))
+    assert "local_rank 3 (line 1)" in r.en and "20.00 GiB" in r.en
+
+
+# -- more trends: a divergence with its peak, a spike that recovers, the step of an overflow ----------
+
+def test_a_diverging_grad_norm_is_stated_from_start_to_peak():
+    grad = _series("grad_norm", [(1, 0.9), (2, 1.1), (3, 40.0), (4, 900.0), (5, 300.0), (6, 250.0)])
+    loss = _series("loss", [(1, 2.0), (2, 2.1), (3, 3.5), (4, 7.9), (5, 8.0), (6, 8.1)])
+    f = MetricFinding(kind="grad-explosion", series="grad_norm", step=3, line=3, value=40.0, baseline=1.0, detail="")
+    trends = find_trends(MetricsReport(series=[grad, loss], findings=[f], last_step=6))
+    (t,) = [t for t in trends if t.kind == "surge"]
+    assert "0.9" in t.en and "900" in t.en and "diverged" in t.en and "8.1" in t.en and t.line == 4
+
+
+def test_a_spike_that_recovers_is_transient_not_a_divergence():
+    grad = _series("grad_norm", [(1, 0.3), (2, 0.3), (3, 0.31), (4, 9.0), (5, 2.0), (6, 0.5), (7, 0.35)])
+    loss = _series("loss", [(1, 2.0), (2, 2.02), (3, 1.99), (4, 6.1), (5, 3.0), (6, 2.2), (7, 2.05)])
+    spike = MetricFinding(kind="loss-spike", series="loss", step=4, line=4, value=6.1, baseline=2.0, detail="")
+    blow = MetricFinding(kind="grad-explosion", series="grad_norm", step=4, line=4, value=9.0, baseline=0.3, detail="")
+    kinds = {t.kind: t for t in find_trends(MetricsReport(series=[grad, loss], findings=[spike, blow], last_step=7))}
+    assert "surge" not in kinds
+    assert "transient" in kinds and "6.1" in kinds["transient"].en and "step 7" in kinds["transient"].en
+
+
+def test_an_overflow_line_belongs_to_the_step_logged_right_after_it():
+    scale = SeriesSummary(name="loss_scale", points=6, samples=[
+        SeriesPoint(step=99, value=65536.0, line=3), SeriesPoint(step=100, value=16384.0, line=5),
+        SeriesPoint(step=101, value=4096.0, line=7), SeriesPoint(step=102, value=1024.0, line=9)])
+    loss = SeriesSummary(name="loss", points=4, samples=[
+        SeriesPoint(step=99, value=2.0, line=2), SeriesPoint(step=100, value=2.1, line=4),
+        SeriesPoint(step=101, value=2.5, line=6), SeriesPoint(step=102, value=3.0, line=8),
+        SeriesPoint(step=103, value=4.0, line=10)])
+    (t,) = [t for t in find_trends(MetricsReport(series=[scale, loss])) if t.kind == "collapse"]
+    assert "steps 100–103" in t.en
