@@ -66,7 +66,7 @@ def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) ->
     out: list[Reading] = []
     text = {k.number: k.body for k in lines}
     for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
-               _short_file, _profiled_loader):
+               _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading.model_copy(update={"text": text.get(reading.line, "")}))
@@ -273,8 +273,11 @@ def _killed(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     owner = _first(lines, re2.compile(r"(?i)\b(local_rank|rank)\s*:?\s*(\d+)\b.{0,60}\bpid:?\s*" + pid + r"\b"))
     who = f", {owner[1].group(1)} {owner[1].group(2)} (line {owner[0].number})" if owner else ""
     who_zh = f"，即 {owner[1].group(1)} {owner[1].group(2)}（第 {owner[0].number} 行）" if owner else ""
-    en = f"The kernel's OOM killer chose {name} (pid {pid}{who})" + (f" at {_fmt(rss)} resident (anon-rss)" if rss else "")
-    zh = f"内核 OOM killer 杀掉的是 {name}（pid {pid}{who_zh}）" + (f"，常驻内存 {_fmt(rss)}（anon-rss）" if rss else "")
+    kb = f"{m.group(4)} kB = " if m.group(4) else ""
+    en = (f"The kernel's OOM killer chose {name} (pid {pid}{who})"
+          + (f" at {kb}{_fmt(rss)} resident (anon-rss)" if rss else "") + f" (line {line.number})")
+    zh = (f"内核 OOM killer 杀掉的是 {name}（pid {pid}{who_zh}）"
+          + (f"，常驻内存 {kb}{_fmt(rss)}（anon-rss）" if rss else "") + f"（第 {line.number} 行）")
     if limit is not None:
         lim = _gib(limit[1].group(1), limit[1].group(2))
         en += f", against a memory limit of {_fmt(lim)} (line {limit[0].number})"
@@ -282,13 +285,22 @@ def _killed(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     elif cgroup is not None:
         en += f"; the kill was a container/cgroup limit, not the whole host (line {cgroup[0].number})"
         zh += f"；这是容器 / cgroup 的内存上限触发的，不是整台机器的内存耗尽（第 {cgroup[0].number} 行）"
-    en += f" (line {line.number})."
-    zh += f"（第 {line.number} 行）。"
+    en += "."
+    zh += "。"
+    cause = None
     if worker:
-        en += " It is a DataLoader worker: fewer workers or a dataset that is not copied into each worker comes first."
-        zh += " 这是 DataLoader worker：先减少 worker 数，或让数据集不被复制进每个 worker。"
+        shuffle = _first(lines, _SHUFFLE)
+        if shuffle is not None and int(shuffle[1].group(1).replace("_", "")) >= 10000:
+            # the worker's memory is its shuffle buffer (see _shuffle_buffer)
+            cause = "shuffle-buffer-per-worker"
+            en += f" It is a DataLoader worker, and each worker holds the shuffle buffer of line {shuffle[0].number}."
+            zh += f" 这是 DataLoader worker，而每个 worker 都持有第 {shuffle[0].number} 行的 shuffle buffer。"
+        else:
+            cause = "dataloader-workers-memory"
+            en += " It is a DataLoader worker: fewer workers or a dataset that is not copied into each worker comes first."
+            zh += " 这是 DataLoader worker：先减少 worker 数，或让数据集不被复制进每个 worker。"
     return Reading(modes=["cpu-oom"], kind="oom-killer", line=line.number, en=en, zh=zh,
-                   causes={"cpu-oom": "dataloader-workers-memory"} if worker else {}, delta=0.4)
+                   causes={"cpu-oom": cause} if cause else {}, delta=0.4)
 
 
 def _lr(lines: Sequence[KeptLine], total: float | None) -> Reading | None:
@@ -550,3 +562,140 @@ def _profiled_loader(lines: Sequence[KeptLine], _total: float | None) -> Reading
                    causes={"slow-training": "dataloader-bottleneck", "low-gpu-utilization": "dataloader-bottleneck"},
                    delta=0.4, why_en=f"DataLoader {m.group(1)}% of profiled time (line {k.number})",
                    why_zh=f"DataLoader 占 profiler 时间的 {m.group(1)}%（第 {k.number} 行）")
+
+
+# the kernel's memcg report: "memory: usage 67108864kB, limit 67108864kB, failcnt 31877"
+_MEMCG = re2.compile(r"(?i)\bmemory: usage (\d+)kB, limit (\d+)kB")
+
+
+def _memcg(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """The cgroup's own usage and limit at the kill: the container ran out, not the host."""
+    found = _first(lines, _MEMCG)
+    if found is None:
+        return None
+    k, m = found
+    used, limit = int(m.group(1)) / 2**20, int(m.group(2)) / 2**20
+    if limit <= 0 or used < 0.95 * limit:
+        return None
+    en = (f"The container's memory cgroup was at its limit: usage {m.group(1)} kB of {m.group(2)} kB "
+          f"({_fmt(used)} of {_fmt(limit)}; line {k.number}). The pod's limit ran out, not the host's RAM: find what "
+          "fills it before raising it.")
+    zh = (f"容器的内存 cgroup 已到上限：用量 {m.group(1)} kB / 上限 {m.group(2)} kB（{_fmt(used)} / {_fmt(limit)}；第 {k.number} 行）。"
+          "用完的是 pod 的上限而不是主机内存：先找出是什么占满了它，再考虑提高上限。")
+    return Reading(modes=["cpu-oom"], kind="memcg", line=k.number, en=en, zh=zh,
+                   causes={"cpu-oom": "container-memory-limit"}, delta=0.2)
+
+
+# a streaming dataset's shuffle buffer: ".shuffle(500000)", "shuffle(buffer_size=100_000)", "shuffle_buffer_size: 200000"
+_SHUFFLE = re2.compile(r"(?i)(?:\.shuffle\(\s*(?:buffer_size\s*=\s*)?|shuffle_buffer(?:_size)?\W{0,3}[=:]\s*)([\d_]{4,9})\b")
+_PER_SAMPLE = re2.compile(r"(?i)(\d+(?:\.\d+)?)\s*(KB|KiB|MB|MiB)\s*(?:per|/|each)\s*(?:sample|image|example|record)")
+_NUM_WORKERS = re2.compile(r"(?i)\bnum_workers\s*[=:]\s*(\d+)\b")
+
+
+def _shuffle_buffer(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """A large shuffle buffer of a streaming dataset: every DataLoader worker holds its own copy."""
+    found = _first(lines, _SHUFFLE)
+    if found is None:
+        return None
+    k, m = found
+    n = int(m.group(1).replace("_", ""))
+    if n < 10000:
+        return None
+    workers = _first(lines, _NUM_WORKERS)
+    w = int(workers[1].group(1)) if workers else None
+    size = _first(lines, _PER_SAMPLE)
+    each = ""
+    each_zh = ""
+    if size is not None:
+        per = _gib(size[1].group(1), size[1].group(2).replace("KB", "KiB").replace("MB", "MiB"))
+        each = f" at about {size[1].group(1)} {size[1].group(2)} per sample that is {_fmt(n * per)} per worker"
+        each_zh = f"，按每个样本约 {size[1].group(1)} {size[1].group(2)} 算，每个 worker 约 {_fmt(n * per)}"
+        if w:
+            each += f", {_fmt(n * per * w)} for {w} workers"
+            each_zh += f"，{w} 个 worker 共约 {_fmt(n * per * w)}"
+    en = (f"The shuffle buffer holds {n} decoded samples (line {k.number}) in every DataLoader worker"
+          + (f" ({w} workers)" if w and not each else "") + f"{each}: shrink the buffer (and shuffle shard order "
+          "instead) before touching memory limits.")
+    zh = (f"shuffle buffer 在每个 DataLoader worker 里都存着 {n} 个解码后的样本（第 {k.number} 行）"
+          + (f"（{w} 个 worker）" if w and not each_zh else "") + f"{each_zh}：先缩小 buffer（改为打乱分片顺序），再考虑内存上限。")
+    return Reading(modes=["cpu-oom"], kind="shuffle-buffer", line=k.number, en=en, zh=zh,
+                   causes={"cpu-oom": "shuffle-buffer-per-worker"}, delta=0.5,
+                   against={"cpu-oom": "dataloader-workers-memory"},  # the buffer, not copied dataset objects
+                   why_en=f"a shuffle buffer of {n} samples per worker (line {k.number})",
+                   why_zh=f"每个 worker 的 shuffle buffer 有 {n} 个样本（第 {k.number} 行）")
+
+
+_BUSBW = re2.compile(r"(?i)#\s*Avg bus bandwidth\s*:\s*(\d+(?:\.\d+)?)")
+_SOCKET = re2.compile(r"(?i)NET/IB\s*:\s*No device found|Using network Socket|via NET/Socket")
+_NO_IB_DEV = re2.compile(r"(?i)/dev/infiniband\W{0,3}:?\s*No such file")
+
+
+def _busbw(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """nccl-tests' average bus bandwidth, and whether NCCL fell back to TCP sockets."""
+    bw, sock, nodev = _first(lines, _BUSBW), _first(lines, _SOCKET), _first(lines, _NO_IB_DEV)
+    if bw is None and sock is None:
+        return None
+    parts, parts_zh = [], []
+    first = min(x[0].number for x in (bw, sock, nodev) if x is not None)
+    if bw is not None:
+        parts.append(f"nccl-tests measured an average bus bandwidth of {bw[1].group(1)} GB/s (line {bw[0].number})")
+        parts_zh.append(f"nccl-tests 测得平均 bus bandwidth 为 {bw[1].group(1)} GB/s（第 {bw[0].number} 行）")
+    if sock is not None:
+        parts.append(f"NCCL found no InfiniBand device and uses TCP sockets (line {sock[0].number})")
+        parts_zh.append(f"NCCL 没有找到 InfiniBand 设备，改用 TCP socket（第 {sock[0].number} 行）")
+    if nodev is not None:
+        parts.append(f"/dev/infiniband does not exist where the job runs (line {nodev[0].number}): the IB devices are "
+                     "not passed into the container")
+        parts_zh.append(f"任务运行的环境里没有 /dev/infiniband（第 {nodev[0].number} 行）：IB 设备没有传进容器")
+    if sock is None and nodev is None:
+        return Reading(modes=["communication-bottleneck"], kind="busbw", line=first,
+                       en=parts[0] + ".", zh=parts_zh[0] + "。")
+    en = "; ".join(parts) + ". Collectives run over Ethernet at a fraction of the IB bandwidth."
+    zh = "；".join(parts_zh) + "。集合通信走以太网，只有 IB 带宽的一小部分。"
+    return Reading(modes=["communication-bottleneck", "slow-training"], kind="busbw", line=first, en=en, zh=zh,
+                   causes={"communication-bottleneck": "ib-unavailable", "slow-training": "slow-interconnect"},
+                   delta=0.5, why_en=f"NCCL on TCP sockets, no IB device (line {first})",
+                   why_zh=f"NCCL 使用 TCP socket，没有 IB 设备（第 {first} 行）")
+
+
+# a REPL line ">>> tokenizer.pad_token, tokenizer.eos_token, len(tokenizer)" and its output on the next line
+_REPL = re2.compile(r"^\s*>>>\s*(.{1,300})$")
+
+
+def repl_values(lines: Sequence[KeptLine]) -> list[tuple[str, str, KeptLine]]:
+    """``(expression, shown value, output line)`` for each expression of a pasted ``>>> a, b`` and its output."""
+    out = []
+    for i, k in enumerate(lines[:-1]):
+        m = _REPL.match(k.body)
+        if m is None:
+            continue
+        exprs = _split_args(m.group(1))
+        shown = lines[i + 1].body.strip()
+        if shown.startswith("(") and shown.endswith(")") and len(exprs) > 1:
+            shown = shown[1:-1]
+        values = _split_args(shown)
+        if len(values) == len(exprs):
+            out.extend((e, v, lines[i + 1]) for e, v in zip(exprs, values))
+    return out
+
+
+def _pad_token(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """``tokenizer.pad_token`` shown as None: set it to an existing token rather than adding one."""
+    shown = repl_values(lines)
+    pad = next(((v, k) for e, v, k in shown if e.endswith("pad_token") and v == "None"), None)
+    if pad is None:
+        return None
+    eos = next((v for e, v, _ in shown if e.endswith("eos_token")), None)
+    size = next((v for e, v, _ in shown if re2.search(r"len\(\s*tok", e) and v.isdigit()), None)
+    line = pad[1].number
+    en = (f"tokenizer.pad_token is None (line {line}): the tokenizer has no padding token, so padding a batch fails"
+          + (f"; reuse an existing token as pad (eos is {eos}, or a reserved special token) so the vocabulary stays "
+             f"at {size} and no embedding must be resized" if size else
+             f"; reuse an existing token as pad (eos is {eos}, or a reserved special token)" if eos else "")
+          + ", and mask pad positions in the labels with -100.")
+    zh = (f"tokenizer.pad_token 是 None（第 {line} 行）：tokenizer 没有 padding token，所以对 batch 做 padding 会失败"
+          + (f"；复用一个已有的 token 作为 pad（eos 是 {eos}，或某个保留的特殊 token），词表保持 {size} 个，不需要调整 embedding 大小"
+             if size else f"；复用一个已有的 token 作为 pad（eos 是 {eos}，或某个保留的特殊 token）" if eos else "")
+          + "，并在 labels 里把 pad 位置设为 -100。")
+    return Reading(modes=["data-format-error"], kind="pad-token", line=line, en=en, zh=zh,
+                   causes={"data-format-error": "missing-pad-token"}, delta=0.3)

@@ -248,6 +248,7 @@ class TextSignals:
     """Fact detections and hint hits seen in the text: tag -> first line number."""
 
     first_line: dict[str, int] = field(default_factory=dict)
+    line_text: dict[int, str] = field(default_factory=dict)  # the text of each line in first_line (for evidence)
 
     def add(self, tag: str, line: int, text: str, tree: TreeData) -> None:
         if tag in self.first_line:
@@ -258,6 +259,7 @@ class TextSignals:
         if any(_compiled(p, False).search(text) for p in unless):
             return
         self.first_line[tag] = line
+        self.line_text.setdefault(line, text)
 
 
 def facts_from_text(tree: TreeData, signals: TextSignals) -> tuple[dict[str, str], dict[str, Reason]]:

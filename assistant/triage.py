@@ -98,6 +98,7 @@ TREND_CAUSE = {
     "data-wait": ("slow-training", "dataloader-bottleneck", 0.5),
 }
 _TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长", "surge": "激增", "transient": "一次性尖峰", "data-wait": "数据等待", "jump": "突变"}
+HINT_EVIDENCE = 0.4  # a hint this strong behind the top cause shows its line as evidence
 TRIGGER_LOOKBACK = 3  # lines before a spike searched for what triggered it
 ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback
 MIN_CONFIDENCE = 0.3
@@ -654,6 +655,7 @@ def _decide(
         by_mode[mode] = rank_causes(tree, mode, facts, reasons, scanner.signals, boosts.get(mode, {}))
     for c in candidates:
         c.causes = by_mode[c.failure_mode]
+        _hint_evidence(c, tree, scanner.signals)
     candidates = [c for c in candidates if c.confidence >= MIN_CONFIDENCE]
     candidates.sort(key=lambda c: (-c.confidence, c.failure_mode))
     top = [c.failure_mode for c in candidates[:2]]
@@ -661,3 +663,20 @@ def _decide(
     return facts, candidates, questions, by_mode
 
 
+
+
+def _hint_evidence(c: Candidate, tree, signals) -> None:
+    """The line behind a strong hint for the candidate's top cause proves that cause: it joins the evidence."""
+    if not c.causes:
+        return
+    top = c.causes[0].cause_id
+    have = {e.line for e in c.evidence}
+    for i, h in enumerate(tree.modes[c.failure_mode].hints if c.failure_mode in tree.modes else []):
+        line = signals.first_line.get(f"hint:{c.failure_mode}:{i}")
+        if h.cause != top or h.delta < HINT_EVIDENCE or line is None or line in have:
+            continue
+        rank, body = split_prefix(signals.line_text.get(line, ""))
+        if body:
+            c.evidence.append(Evidence(line=line, text=display(body.strip()), match=h.reason, source=f"hint:{top}",
+                                       rank=rank, strength="strong"))
+            have.add(line)

@@ -22,7 +22,8 @@ EXPECTED_CAUSES = {
                  "memory-fragmentation"],
     "gradient-explosion": ["no-grad-clipping", "lr-too-high", "missing-warmup", "bad-data-batch"],
     "cpu-oom": ["dataloader-workers-memory", "dataset-in-memory", "full-checkpoint-load-per-rank",
-                "full-state-dict-on-every-rank", "host-memory-leak", "container-memory-limit", "shm-too-small"],
+                "full-state-dict-on-every-rank", "shuffle-buffer-per-worker", "host-memory-leak", "container-memory-limit",
+                "shm-too-small"],
     "disk-full": ["checkpoints-accumulate", "cache-dir-full", "tmp-or-log-growth"],
     "token-out-of-range": ["vocab-mismatch-added-tokens", "wrong-tokenizer-for-data", "invalid-special-token-id"],
     "data-format-error": ["malformed-json", "schema-mismatch", "bad-encoding", "wrong-label-masking",
@@ -38,7 +39,7 @@ EXPECTED_CAUSES = {
     "slow-training": ["no-fused-attention", "fp32-precision", "dataloader-bottleneck", "no-packing", "cpu-preprocessing",
                       "per-step-cost-growth", "straggler-gpu"],
     "low-gpu-utilization": ["dataloader-bottleneck", "batch-too-small", "host-sync-points", "cpu-preprocessing", "straggler-gpu"],
-    "communication-bottleneck": ["slow-interconnect", "allreduce-every-step", "poor-bucket-overlap",
+    "communication-bottleneck": ["slow-interconnect", "ib-unavailable", "allreduce-every-step", "poor-bucket-overlap",
                                  "cross-node-topology"],
 }
 GUIDE_CAUSE_MODES = {"nan-loss", "loss-spike", "cuda-oom"}
