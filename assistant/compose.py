@@ -269,6 +269,7 @@ _TREND_MODES = {
     "precursor": {"gradient-explosion", "nan-loss", "loss-spike"},
     "surge": {"gradient-explosion", "loss-spike", "nan-loss"},
     "transient": {"loss-spike", "gradient-explosion"},
+    "memory-growth": {"cuda-oom"},
     "data-wait": {"slow-training", "low-gpu-utilization"},
 }
 

@@ -58,7 +58,8 @@ _NUM_STR = "0123456789.eE+-naNfiItyIFY"
 _DELIM_TABLE = str.maketrans({d: "\0" for d in "{},|[]'\";\t:=<>#"})
 _KEY_JUNK = "0123456789 _./()-"
 _SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient norm", "gnorm", "lr", "step_time",
-               "step time", "iter time", "time", "tok/s", "tokens/s", "samples/s", "data_time", "data time", "iter")
+               "step time", "iter time", "time", "tok/s", "tokens/s", "samples/s", "data_time", "data time", "iter",
+               "mem_alloc", "memory_allocated")
 _NOT_TRAINING = frozenset({"val", "eval", "valid", "validation", "test", "dev", "evaluation"})
 _VALUE_SKIP = " \t'\"[("
 _TQDM = re2.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")
@@ -81,6 +82,9 @@ THROUGHPUT_KEYS = {"samples_per_second", "samples/sec", "samples/s", "currsample
 STEP_TIME_KEYS = {"elapsed time per iteration (ms)", "iter time (s)", "step_time", "time_per_step",
                   "iteration time", "time", "step time", "iter time", "batch time", "train_step_time", "time/step",
                   "time per step", "epoch time", "epoch_time", "time_per_iteration"}
+# GPU memory allocated by PyTorch, as training loops log it (in the log's own unit, usually GiB)
+GPU_MEM_KEYS = {"mem_alloc", "memory_allocated", "mem_allocated", "mem_alloc_gb", "memory_allocated_gb",
+                "allocated_gb", "gpu_mem", "gpu_memory", "cuda_mem", "mem_alloc_gib", "memory/allocated"}
 # "Epoch 3 took 135.2 seconds", "step 40 took 812ms": a duration per step or epoch, in seconds.
 _TOOK = re2.compile(r"(?i)\btook\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds|min|mins|minutes)\b")
 _TOOK_UNIT = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minutes": 60.0}
@@ -93,7 +97,8 @@ def _num(text: str) -> float | None:
         return None
 
 
-KNOWN_KEYS = LOSS_KEYS | GRAD_KEYS | LR_KEYS | LOSS_SCALE_KEYS | DATA_TIME_KEYS | STEP_KEYS | THROUGHPUT_KEYS | STEP_TIME_KEYS | {"epoch"}
+KNOWN_KEYS = (LOSS_KEYS | GRAD_KEYS | LR_KEYS | LOSS_SCALE_KEYS | DATA_TIME_KEYS | STEP_KEYS | THROUGHPUT_KEYS
+              | STEP_TIME_KEYS | GPU_MEM_KEYS | {"epoch"})
 
 
 def key_values(line: str) -> list[tuple[str, float]]:
@@ -276,6 +281,8 @@ class MetricsAnalyser:
                 values[k] = v
             elif k in STEP_TIME_KEYS:
                 values["step_time"] = v
+            elif k in GPU_MEM_KEYS:
+                values["gpu_mem"] = v
             elif k == "epoch":
                 values["epoch"] = v
         if "{" in body and ("loss" in values or "grad_norm" in values) and "'" in body:

@@ -147,7 +147,7 @@ class Reading(_Model):
 class Trend(_Model):
     """A metric's behaviour over many steps: steady growth or decline, a period, a collapse, a precursor."""
 
-    kind: Literal["growth", "decline", "jump", "periodic", "collapse", "precursor", "surge", "transient", "data-wait"]
+    kind: Literal["growth", "decline", "jump", "periodic", "collapse", "precursor", "surge", "transient", "memory-growth", "data-wait"]
     series: str
     start_step: float | None = None
     end_step: float | None = None

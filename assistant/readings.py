@@ -32,7 +32,7 @@ _MICRO = re2.compile(r"(?i)\b(per_device_train_batch_size|train_micro_batch_size
 _ACCUM = re2.compile(r"(?i)\b(gradient_accumulation_steps|grad_accum(?:_steps)?|accumulate_grad_batches|"
                      r"gradient-accumulation-steps)[\"']?\s*[:=]?\s*(\d{1,5})\b")
 _INDEX = re2.compile(r"(?i)index (-?\d+) is out of bounds for dimension \d+ with size (\d+)")
-_VOCAB = re2.compile(r"(?i)\b(?:vocab_size|num_embeddings|embedding size|vocab size)[\"']?\s*[:=]?\s*(\d{3,7})\b")
+_VOCAB = re2.compile(r"(?i)\b(?:vocab_size|num_embeddings|embedding size|vocab size|vocab)[\"']?\s*[:=]?\s*(\d{3,7})\b")
 _TOKENIZER_LEN = re2.compile(r"(?i)\blen\(tokenizer\)\s*[:=]?\s*(\d{3,7})\b|\btokenizer (?:has|size|length)\D{0,12}(\d{3,7})\b")
 _MAX_ID = re2.compile(r"(?i)\bmax(?:imum)?[ _](?:token[ _])?(?:input[ _])?id[s]?\W{0,6}(\d{3,7})\b")
 _KILLED = re2.compile(r"(?i)Killed process (\d+) \(([^)]{1,40})\)(?:.*?total-vm:(\d+)kB)?(?:.*?anon-rss:(\d+)kB)?")
@@ -51,6 +51,7 @@ _K8S_LIMIT = re2.compile(r"^\s*memory:\s+(\d+(?:\.\d+)?)(Gi|Mi|G|M)\s*$")
 FULL_PERCENT = 95
 
 FRAGMENTED_SHARE = 1.0  # reserved-but-unallocated at least the request: the memory is there, but in pieces
+FRAGMENTED_MIN = 0.03  # ... and at least 3 % of the GPU's capacity
 
 
 def _gib(value: str, unit: str) -> float:
@@ -66,11 +67,22 @@ def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) ->
     out: list[Reading] = []
     text = {k.number: k.body for k in lines}
     for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
-               _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token):
+               _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token,
+               _failed_share):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading.model_copy(update={"text": text.get(reading.line, "")}))
     return out
+
+
+class _Group:
+    """A stand-in match whose groups are given (numbers read together from one line)."""
+
+    def __init__(self, *groups: str | None) -> None:
+        self._groups = groups
+
+    def group(self, i: int) -> str | None:
+        return self._groups[i - 1]
 
 
 def _first(lines: Sequence[KeptLine], pattern) -> tuple[KeptLine, object] | None:
@@ -102,7 +114,8 @@ def _oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     if slack is None or free is None:
         return None
     where = f"line {line.number}"
-    if slack >= FRAGMENTED_SHARE * requested and slack > free:
+    # a few hundred MiB of slack on a large GPU is normal allocator overhead, not fragmentation
+    if slack >= FRAGMENTED_SHARE * requested and slack > free and (capacity is None or slack >= FRAGMENTED_MIN * capacity):
         en = (f"Fragmentation, not capacity: {_fmt(slack)} is reserved by PyTorch but unallocated — more than the "
               f"{_fmt(requested)} requested — yet no free block is big enough ({_fmt(free)} free) ({where}). "
               "Let the allocator use expandable segments before cutting the batch.")
@@ -426,28 +439,40 @@ _SEQ = re2.compile(r"(?i)(?:\b|--)(?:max_?seq(?:uence)?_?len(?:gth)?|seq(?:uence
 LOGITS_TOLERANCE = 0.03  # the request matches batch x sequence x vocabulary x bytes within 3 %
 
 
+# "batch 2 x 256 tokens", "batch size 8×2048"
+_BATCH_BY_SEQ = re2.compile(r"(?i)\bbatch(?:[ _]size)?\s*[:=]?\s*(\d{1,4})\s*[x×]\s*(\d{2,6})\b")
+
+
 def _logits(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     """An OOM whose failing allocation is exactly the logits tensor: batch x sequence x vocabulary x 2 or 4 bytes."""
     req, vocab, seq = _first(lines, _REQUESTED), _first(lines, _VOCAB), _first(lines, _SEQ)
-    if req is None or vocab is None or seq is None:
+    both = _first(lines, _BATCH_BY_SEQ)
+    if req is None or vocab is None or (seq is None and both is None):
         return None
     requested = _gib(req[1].group(1), req[1].group(2)) * 2**30
-    v, n = int(vocab[1].group(1)), int(seq[1].group(1))
     micro = _first(lines, _MICRO)
+    if seq is None:  # "batch 2 x 256": the batch and the sequence on one line
+        seq = (both[0], _Group(both[1].group(2)))
+        micro = (both[0], _Group(None, both[1].group(1)))
+    v, n = int(vocab[1].group(1)), int(seq[1].group(1))
     batches = [int(micro[1].group(2))] if micro is not None else [1]
     for b in batches:
         for width, dtype in ((4, "fp32"), (2, "bf16/fp16")):
             size = b * n * v * width
             if abs(size - requested) <= LOGITS_TOLERANCE * requested:
+                nums = sorted({req[0].number, seq[0].number, vocab[0].number})
+                where = ("line " if len(nums) == 1 else "lines ") + ", ".join(map(str, nums))
+                where_zh = "第 " + "、".join(map(str, nums)) + " 行"
                 product = f"{b} × {n} × {v} × {width} B" if micro is not None else f"{n} × {v} × {width} B"
                 what = "micro-batch × sequence × vocabulary" if micro is not None else "sequence × vocabulary"
                 en = (f"The failing {_fmt(requested / 2**30)} allocation is the {dtype} logits: {product} = "
-                      f"{_fmt(size / 2**30)} ({what}; lines {req[0].number}, {seq[0].number}, {vocab[0].number}). "
-                      "Memory for the rest of the model is not the problem: shrink the logits — a smaller micro-batch "
-                      "or shorter sequences, or a loss computed in chunks over the sequence.")
+                      f"{_fmt(size / 2**30)} ({what}; {where}). "
+                      "If memory was steady until this step, the logits are what does not fit: shrink them — a smaller "
+                      "micro-batch or shorter sequences, or a loss computed in chunks over the sequence; if memory grew "
+                      "step after step, something keeps earlier steps' tensors alive.")
                 zh = (f"失败的这次 {_fmt(requested / 2**30)} 申请正是 {dtype} logits：{product} = {_fmt(size / 2**30)}"
-                      f"（{'micro-batch × ' if micro is not None else ''}序列长度 × 词表大小；第 {req[0].number}、{seq[0].number}、"
-                      f"{vocab[0].number} 行）。问题不在模型其余部分的显存：要缩小 logits——减小 micro-batch 或序列长度，或按序列分块计算 loss。")
+                      f"（{'micro-batch × ' if micro is not None else ''}序列长度 × 词表大小；{where_zh}）。如果显存在这一步之前一直平稳，放不下的就是 logits：缩小它——减小 micro-batch 或序列长度，"
+                      "或按序列分块计算 loss；如果显存一步步增长，则是有东西一直持有之前各步的张量。")
                 return Reading(modes=["cuda-oom"], kind="oom-logits", line=req[0].number, en=en, zh=zh,
                                causes={"cuda-oom": "model-or-batch-too-large"}, against={"cuda-oom": "memory-fragmentation"},
                                delta=0.2, why_en=f"the failing allocation is the logits ({product}, line {req[0].number})",
@@ -699,3 +724,34 @@ def _pad_token(lines: Sequence[KeptLine], _total: float | None) -> Reading | Non
           + "，并在 labels 里把 pad 位置设为 -100。")
     return Reading(modes=["data-format-error"], kind="pad-token", line=line, en=en, zh=zh,
                    causes={"data-format-error": "missing-pad-token"}, delta=0.3)
+
+
+# "47 of 4096 shard fetches failed", "12/800 requests timed out"; "crashed at step 88410"
+_FAILED_SHARE = re2.compile(r"(?i)\b(\d+)\s*(?:of|/|out of)\s*(\d+)\s+((?:[a-z-]+\s+){0,2}?)(?:failed|timed out|errored|were lost)")
+_DIED_AT = re2.compile(r"(?i)\b(?:crash\w*|died|failed|stopped|killed)\s+(?:at|on)\s+(?:step|iteration|iter)\s+(\d+)")
+SMALL_SHARE = 0.05
+
+
+def _failed_share(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """"47 of 4096 fetches failed": a small share means a transient fault to ride out, not a broken setup."""
+    found = _first(lines, _FAILED_SHARE)
+    if found is None:
+        return None
+    k, m = found
+    n, of = int(m.group(1)), int(m.group(2))
+    if of <= 0 or n > of:
+        return None
+    what = m.group(3).strip() or "attempts"
+    share = n / of
+    died = _first(lines, _DIED_AT)
+    at = f"; the run died at step {died[1].group(1)} (line {died[0].number})" if died else ""
+    at_zh = f"；训练在第 {died[1].group(1)} 步中断（第 {died[0].number} 行）" if died else ""
+    if share <= SMALL_SHARE:
+        en = (f"Only {n} of {of} {what} failed ({share:.1%}, line {k.number}){at}: a transient fault; the job should "
+              "retry and ride it out instead of dying, and nothing about the setup is broken.")
+        zh = f"{of} 次{what}中只有 {n} 次失败（{share:.1%}，第 {k.number} 行）{at_zh}：这是暂时性故障；任务应当重试并扛过去，而不是直接退出，配置本身没有问题。"
+    else:
+        en = f"{n} of {of} {what} failed ({share:.0%}, line {k.number}){at}: too many for a transient fault; something systematic is broken."
+        zh = f"{of} 次{what}中有 {n} 次失败（{share:.0%}，第 {k.number} 行）{at_zh}：比例太高，不是暂时性故障，有系统性的问题。"
+    return Reading(modes=["network-timeout", "data-format-error", "checkpoint-corruption"], kind="failed-share",
+                   line=k.number, en=en, zh=zh)

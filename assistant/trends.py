@@ -46,6 +46,10 @@ def find_trends(report: MetricsReport) -> list[Trend]:
             t = _data_wait(pts, by_name.get("step_time"))
             if t is not None:
                 out.append(t)
+        elif name == "gpu_mem":
+            t = _memory_growth(pts)
+            if t is not None:
+                out.append(t)
         elif name == "loss_scale":
             t = _collapse(pts, report)
             if t is not None:
@@ -233,6 +237,32 @@ def _precursor(samples: list[SeriesPoint], blow: MetricFinding) -> Trend | None:
           f"{start.value:.3g} 到第 {peak.step:g} 步的 {peak.value:.3g}）：先是梯度爆炸，NaN 只是症状。")
     return Trend(kind="precursor", series="grad_norm", start_step=start.step, end_step=peak.step, line=start.line,
                  ratio=round(ratio, 2), en=en, zh=zh)
+
+
+MEMORY_GROWTH_RATIO = 1.5  # GPU memory allocated at the end at least 1.5x the start ...
+MEMORY_RISES = 0.8  # ... having risen between at least 80 % of consecutive logged points
+
+
+def _memory_growth(pts: list[SeriesPoint]) -> Trend | None:
+    """GPU memory allocated that climbs step after step: a leak (tensors kept alive), not one large batch."""
+    if len(pts) < 5:
+        return None
+    first, last = pts[0], pts[-1]
+    rises = sum(b.value > a.value for a, b in zip(pts, pts[1:]))
+    if first.value <= 0 or last.value < MEMORY_GROWTH_RATIO * first.value or rises < MEMORY_RISES * (len(pts) - 1):
+        return None
+    span = last.step - first.step
+    per = (last.value - first.value) / span if span > 0 else None
+    rate = f", about {per:.2g} more per step" if per else ""
+    rate_zh = f"，每步约多 {per:.2g}" if per else ""
+    en = (f"GPU memory allocated grew from {first.value:g} to {last.value:g} (steps {first.step:g}–{last.step:g}, lines "
+          f"{first.line}–{last.line}){rate}: a leak — something keeps each step's tensors alive (a tensor or a view of "
+          "the outputs stored in a list, a loss summed without .item()); a smaller batch only delays the OOM.")
+    zh = (f"GPU 已分配显存从 {first.value:g} 增长到 {last.value:g}（第 {first.step:g}–{last.step:g} 步，第 {first.line}–{last.line} 行）"
+          f"{rate_zh}：这是泄漏——有东西让每一步的张量一直存活（把张量或输出的视图存进 list、累加 loss 时没有用 .item()）；"
+          "减小 batch 只会推迟 OOM。")
+    return Trend(kind="memory-growth", series="gpu_mem", start_step=first.step, end_step=last.step, line=first.line,
+                 ratio=round(last.value / first.value, 2), en=en, zh=zh)
 
 
 SURGE_RATIO = 20.0  # grad norm peak at least 20x where it started ...

@@ -85,6 +85,7 @@ TREND_CONFIDENCE = {
     "precursor": ("gradient-explosion", 0.9),
     "surge": ("gradient-explosion", 0.8),
     "transient": ("loss-spike", 0.85),
+    "memory-growth": ("cuda-oom", 0.7),
     "data-wait": ("slow-training", 0.8),
 }
 # ... and points at a cause: (mode, cause, boost).
@@ -95,9 +96,10 @@ TREND_CAUSE = {
     "collapse": ("nan-loss", "fp16-overflow", 0.4),
     "precursor": ("gradient-explosion", "no-grad-clipping", 0.15),
     "transient": ("loss-spike", "bad-data-batch", 0.35),
+    "memory-growth": ("cuda-oom", "step-tensors-kept-alive", 0.75),  # measured growth beats "OOM mid-run" defaults
     "data-wait": ("slow-training", "dataloader-bottleneck", 0.5),
 }
-_TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长", "surge": "激增", "transient": "一次性尖峰", "data-wait": "数据等待", "jump": "突变"}
+_TREND_ZH = {"growth": "持续上升", "decline": "持续下降", "periodic": "周期性尖峰", "collapse": "崩塌", "precursor": "先行增长", "surge": "激增", "transient": "一次性尖峰", "memory-growth": "显存持续增长", "data-wait": "数据等待", "jump": "突变"}
 HINT_EVIDENCE = 0.4  # a hint this strong behind the top cause shows its line as evidence
 TRIGGER_LOOKBACK = 3  # lines before a spike searched for what triggered it
 ROOT_EXCEPTION_BONUS = 0.05  # the rule matched the final exception line of a traceback

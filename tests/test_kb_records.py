@@ -19,7 +19,7 @@ EXPECTED_CAUSES = {
                  "no-label-tokens", "log-of-softmax"],
     "loss-spike": ["bad-data-batch", "lr-schedule", "grad-accum-sync", "data-distribution-shift"],
     "cuda-oom": ["model-or-batch-too-large", "variable-seq-len-or-leak", "long-samples", "kv-cache-growth",
-                 "memory-fragmentation"],
+                 "memory-fragmentation", "step-tensors-kept-alive"],
     "gradient-explosion": ["no-grad-clipping", "lr-too-high", "missing-warmup", "bad-data-batch"],
     "cpu-oom": ["dataloader-workers-memory", "dataset-in-memory", "full-checkpoint-load-per-rank",
                 "full-state-dict-on-every-rank", "shuffle-buffer-per-worker", "host-memory-leak", "container-memory-limit",
@@ -35,7 +35,7 @@ EXPECTED_CAUSES = {
     "checkpoint-corruption": ["incomplete-write", "format-or-loader-mismatch", "nan-weights-saved",
                               "resume-state-mismatch"],
     "network-timeout": ["rank-never-joined", "collective-timeout-too-short", "network-misconfigured", "network-hardware-fault",
-                        "hub-unreachable"],
+                        "hub-unreachable", "remote-data-read-timeout"],
     "slow-training": ["no-fused-attention", "fp32-precision", "dataloader-bottleneck", "no-packing", "cpu-preprocessing",
                       "per-step-cost-growth", "straggler-gpu"],
     "low-gpu-utilization": ["dataloader-bottleneck", "batch-too-small", "host-sync-points", "cpu-preprocessing", "straggler-gpu"],
@@ -43,7 +43,7 @@ EXPECTED_CAUSES = {
                                  "cross-node-topology"],
 }
 GUIDE_CAUSE_MODES = {"nan-loss", "loss-spike", "cuda-oom"}
-RUNBOOK_ADDED = {"memory-fragmentation", "no-label-tokens", "log-of-softmax"}  # runbook causes in guide-table modes
+RUNBOOK_ADDED = {"memory-fragmentation", "step-tensors-kept-alive", "no-label-tokens", "log-of-softmax"}  # runbook causes in guide-table modes
 
 
 @pytest.fixture(scope="module")

@@ -383,3 +383,43 @@ def test_an_overflow_line_belongs_to_the_step_logged_right_after_it():
         SeriesPoint(step=103, value=4.0, line=10)])
     (t,) = [t for t in find_trends(MetricsReport(series=[scale, loss])) if t.kind == "collapse"]
     assert "steps 100–103" in t.en
+
+
+def test_memcg_at_its_limit_and_a_large_shuffle_buffer_per_worker():
+    text = ("ds = wds.WebDataset(urls).shuffle(200_000).decode('rgb')   # ~50 KB per sample\n"
+            "loader = DataLoader(ds, num_workers=4)\n"
+            "memory: usage 33554432kB, limit 33554432kB, failcnt 12\n")
+    kinds = {r.kind: r for r in read_numbers(_lines(text))}
+    assert "32.00 GiB of 32.00 GiB" in kinds["memcg"].en
+    buf = kinds["shuffle-buffer"]
+    assert "200000" in buf.en and "4 workers" in buf.en and buf.causes == {"cpu-oom": "shuffle-buffer-per-worker"}
+
+
+def test_nccl_on_sockets_without_ib_devices():
+    text = ("NCCL INFO NET/IB : No device found.\nNCCL INFO Using network Socket\n"
+            "# Avg bus bandwidth    : 9.4012\nls: cannot access '/dev/infiniband': No such file or directory\n")
+    (r,) = read_numbers(_lines(text))
+    assert r.kind == "busbw" and "9.4012 GB/s" in r.en and "/dev/infiniband" in r.en
+    assert r.causes["communication-bottleneck"] == "ib-unavailable"
+
+
+def test_pad_token_none_shown_in_a_repl():
+    text = ">>> tok.pad_token, tok.eos_token, len(tok)\n(None, '</s>', 32000)\n"
+    (r,) = read_numbers(_lines(text))
+    assert r.kind == "pad-token" and "32000" in r.en and "'</s>'" in r.en and r.line == 2
+
+
+def test_a_small_share_of_failed_fetches_is_transient():
+    (r,) = read_numbers(_lines("3 of 900 shard downloads failed; training crashed at step 1200"))
+    assert "3 of 900" in r.en and "transient" in r.en and "step 1200" in r.en
+
+
+def test_gpu_memory_growing_every_step_is_a_leak(assistant):
+    log = "\n".join(f"step {s} | loss 2.{s % 7} | mem_alloc {4 + 0.5 * s / 10:.2f} GiB" for s in range(10, 130, 10))
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of "
+           "23.65 GiB of which 100.00 MiB is free. Of the allocated memory 22.10 GiB is allocated by PyTorch, and "
+           "200.00 MiB is reserved by PyTorch but unallocated.")
+    top = assistant.diagnose(log + "\n" + oom).candidates[0]
+    assert top.failure_mode == "cuda-oom" and top.causes[0].id == "step-tensors-kept-alive"
+    assert any("leak" in r and "steps 10–120" in r for r in top.readings)
+    assert "detach" in top.fixes[0].code.code and not any("Fragmentation" in r for r in top.readings)
