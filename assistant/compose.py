@@ -226,8 +226,9 @@ def compose(
         view.readings = _readings(result, r.mode, lang)
         _reading_evidence(view, result)
         if cand is not None and cand.note:
-            view.note = _root_note(cand, lang, named=result.timeline is not None and (result.timeline.first_failure is not None
-                                                                        or bool(result.timeline.mismatch)))
+            tl = result.timeline
+            view.note = _root_note(cand, lang, named=tl is not None and (tl.first_failure is not None or bool(tl.mismatch)
+                                                                         or tl.straggler is not None))
         views.append(view)
     routes = list(result.routes)
     for extra in ("cases", "retrieval"):

@@ -213,6 +213,9 @@ def iter_chunk_lines(chunk: Chunk):
         number += 1
 
 
+_STAMPED_RANK = re2.compile(r"^(\[\d{4}-\d{2}-\d{2}[ T][\d:.,]{5,15}\])\s*\[rank(\d+)\]:?\s*")
+
+
 def split_prefix(line: str) -> tuple[str | None, str]:
     """Strip rank/host prefixes from a line; return ``(rank, body)``.
 
@@ -221,6 +224,10 @@ def split_prefix(line: str) -> tuple[str | None, str]:
     rank: str | None = None
     host: str | None = None
     body = line
+    if line.startswith("[") and "][rank" in line[:48]:  # "[2026-11-25 19:07:33][rank2] msg": keep the stamp
+        m = _STAMPED_RANK.match(line)
+        if m:
+            return m.group(2), m.group(1) + " " + line[m.end():]
     colon = line.find(":", 0, 48)
     if not line.startswith(("[rank", "[default", "[Rank ")) and (colon <= 0 or " " in line[:colon].lstrip(" ")):
         return None, line  # cheap test first: no prefix can start this line

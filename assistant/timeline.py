@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:  # tracebacks imports the models, which hold a Timeline
     from assistant.tracebacks import KeptLine
 
-EventKind = Literal["error", "timeout", "collateral"]
+EventKind = Literal["error", "timeout", "collateral", "busy"]  # busy: a rank still at work while others time out
 
 # glog-style prefix of torch C++ messages: E1130 02:41:07.901000 (no year)
 _GLOG = re2.compile(r"\b[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)?\b")
@@ -88,6 +88,10 @@ class Timeline(BaseModel):
     gap_seconds: float | None = Field(default=None, description="from the first failure to the first timeout")
     mismatch: list[RankEvent] = Field(
         default=[], description="timeouts of ranks that disagree on the collective (SeqNum, op or size): one per variant")
+    divergence: RankEvent | None = Field(
+        default=None, description="on a mismatch: the odd rank's own line saying where its path split off (a skipped batch…)")
+    straggler: RankEvent | None = Field(
+        default=None, description="a rank that never timed out while the others waited in one collective: its last line")
 
     @property
     def ranks(self) -> list[str]:
@@ -237,8 +241,65 @@ def build(lines: list[KeptLine]) -> Timeline | None:
         timeouts = [e for e in consequences if e.kind == "timeout" and e.seconds is not None]
         if timeouts and failure.seconds is not None:
             gap = timeouts[0].seconds - failure.seconds
-    return Timeline(mismatch=collective_mismatch(events), events=events, first_failure=failure, consequences=consequences, launcher_root=root,
-                    gap_seconds=gap)
+    mismatch = collective_mismatch(events)
+    straggler = _straggler(lines, events) if failure is None and not mismatch else None
+    return Timeline(mismatch=mismatch, events=events, first_failure=failure, consequences=consequences, launcher_root=root,
+                    gap_seconds=gap, divergence=_divergence(lines, mismatch, events), straggler=straggler)
+
+
+def _straggler(lines: list[KeptLine], events: list[RankEvent]) -> RankEvent | None:
+    """The one rank that printed output but never timed out while every other rank timed out in the same
+    collective: it is still busy elsewhere (its own evaluation, a save), and its last line says with what."""
+    timeouts = [e for e in events if e.kind == "timeout"]
+    works = {w.groups() for e in timeouts if (w := _WORK.search(e.text))}
+    if len(timeouts) < 2 or len(works) != 1:
+        return None
+    reported = {e.rank for e in events}
+    quiet = {k.rank for k in lines if k.rank is not None and k.rank not in reported}
+    if len(quiet) != 1:
+        return None
+    last = max((k for k in lines if k.rank in quiet and len(k.body) < 2000), key=lambda k: k.number)
+    when, seconds = _time(last.body)
+    return RankEvent(rank=last.rank, line=last.number, kind="busy", text=last.body.strip()[:300], time=when,
+                     seconds=seconds)
+
+
+def describe_straggler(tl: Timeline, lang: str = "en") -> str | None:
+    """One sentence: which rank kept the others waiting, and what it was doing."""
+    s = tl.straggler
+    if s is None:
+        return None
+    waiting = [e for e in tl.events if e.kind == "timeout"]
+    w = _WORK.search(waiting[0].text)
+    coll = f"SeqNum={w.group(1)} {w.group(2)}" if w else "the same collective"
+    if lang == "zh":
+        return (f"rank {_ranks(waiting)} 都在 {coll} 里等到超时，只有 rank {s.rank} 没有超时：它还在忙自己的事，最后一行输出是"
+                f"（第 {s.line} 行）“{s.text[:160]}”。这是只在 rank {s.rank} 上做、且比超时还长的工作，不是网络问题。")
+    return (f"Ranks {_ranks(waiting)} all timed out waiting in {coll}; rank {s.rank} never did — it was still busy, its last "
+            f"line (line {s.line}) reads “{s.text[:160]}”. Work done on rank {s.rank} alone outlasted the collective "
+            "timeout; this is not a network problem.")
+
+
+# what a rank says when it leaves the common path: a skipped batch first, then an early exit or its own evaluation
+SPLIT_SKIP = re2.compile(r"(?i)\bskip(?:ping|ped|s)?\b.{0,40}\b(?:batch|step|sample|iteration|micro.?batch)")
+_SPLIT_OTHER = re2.compile(r"(?i)StopIteration|\bexhausted\b|early.?stop|\bbreak(?:ing)?\b.{0,20}\bloop|running eval|\bevaluat")
+
+
+def _divergence(lines: list[KeptLine], mismatch: list[RankEvent], events: list[RankEvent]) -> RankEvent | None:
+    """The odd rank's line (before its timeout) that says where its code path split from the others'."""
+    if not mismatch:
+        return None
+    odd = mismatch[0]
+    m = _WORK.search(odd.text)
+    ranks = {e.rank for e in events if e.kind == "timeout" and (w := _WORK.search(e.text)) and w.groups() == m.groups()}
+    before = [k for k in lines if k.rank in ranks and k.number < odd.line and len(k.body) < 2000]
+    for pattern in (SPLIT_SKIP, _SPLIT_OTHER):
+        hit = next((k for k in before if pattern.search(k.body)), None)
+        if hit is not None:
+            when, seconds = _time(hit.body)
+            return RankEvent(rank=hit.rank, line=hit.number, kind="error", text=hit.body.strip()[:300], time=when,
+                             seconds=seconds)
+    return None
 
 
 def _ranks(events: list[RankEvent]) -> str:
@@ -279,10 +340,17 @@ def describe_mismatch(tl: Timeline, lang: str = "en") -> str | None:
                  and _WORK.search(x.text).groups() == m.groups()]
         size = f", {m.group(3)} element{'s' if m.group(3) != '1' else ''}" if m.group(3) else ""
         parts.append(f"rank {_ranks_of(ranks)} in SeqNum={m.group(1)} {m.group(2)}{size}")
+    d = tl.divergence
     if lang == "zh":
-        return "各 rank 等待的不是同一个集合通信：" + "；".join(parts) + "。它们走了不同的代码路径（某个 rank 跳过或多做了一次集合通信），不是网络问题。"
+        split = (f"rank {d.rank} 在第 {d.line} 行自己记录了分岔点：“{d.text[:160]}”——只在一个 rank 上跳过或多做一步，"
+                 "它之后的集合通信就和其他 rank 错位了。") if d else ""
+        return ("各 rank 等待的不是同一个集合通信：" + "；".join(parts)
+                + "。它们走了不同的代码路径（某个 rank 跳过或多做了一次集合通信），不是网络问题。" + split)
+    split = (f" Rank {d.rank} said where its path split off, at line {d.line}: “{d.text[:160]}” — a step skipped (or "
+             "added) on one rank only puts its later collectives out of step with the others'.") if d else ""
     return ("The ranks wait in different collectives: " + "; ".join(parts)
-            + ". They ran different code paths (a rank skipped or added a collective); this is not a network problem.")
+            + ". They ran different code paths (a rank skipped or added a collective); this is not a network problem."
+            + split)
 
 
 def _ranks_of(ranks: list[str]) -> str:

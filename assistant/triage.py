@@ -35,7 +35,7 @@ from assistant.models import (
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
-from assistant.timeline import Timeline, describe, describe_mismatch, section_ranks
+from assistant.timeline import SPLIT_SKIP, Timeline, describe, describe_mismatch, describe_straggler, section_ranks
 from assistant.timeline import build as build_timeline
 from assistant.readings import read_numbers
 from assistant.tracebacks import KeptLine, extract
@@ -543,6 +543,8 @@ def _apply_timeline(tl: Timeline, candidates: list[Candidate],
     f = tl.first_failure
     if f is None and tl.mismatch:
         return _apply_mismatch(tl, candidates, boosts)
+    if f is None and tl.straggler is not None:
+        return _apply_straggler(tl, candidates, boosts)
     if f is None or not any(e.kind == "timeout" for e in tl.consequences):
         return candidates
     first_after = min(e.line for e in tl.consequences)
@@ -584,12 +586,33 @@ def _apply_timeline(tl: Timeline, candidates: list[Candidate],
     return candidates
 
 
+def _apply_straggler(tl: Timeline, candidates: list[Candidate],
+                     boosts: dict[str, dict[str, tuple[float, Reason]]]) -> list[Candidate]:
+    """Every rank but one timed out in the same collective, and that one was busy with its own work: the
+    timeout is a slow step on that rank, not the network."""
+    s = tl.straggler
+    root = next((c for c in candidates if c.failure_mode == "network-timeout"), None)
+    if root is None:
+        return candidates
+    root.evidence.insert(0, Evidence(line=s.line, text=display(s.text), match=s.text[:120], source="timeline:straggler",
+                                     rank=s.rank, strength="strong"))
+    root.note, root.note_zh = describe_straggler(tl, "en"), describe_straggler(tl, "zh")
+    boosts.setdefault("network-timeout", {})["collective-timeout-too-short"] = (
+        0.3, Reason(f"rank {s.rank} was still busy (line {s.line}) while the others timed out",
+                    f"其他 rank 超时时 rank {s.rank} 还在忙（第 {s.line} 行）"))
+    return candidates
+
+
 def _apply_mismatch(tl: Timeline, candidates: list[Candidate],
                     boosts: dict[str, dict[str, tuple[float, Reason]]]) -> list[Candidate]:
     """Ranks that time out in different collectives ran different code paths: a synchronisation failure
     (divergent control flow), with the timeouts as its consequence."""
     evidence = [Evidence(line=e.line, text=display(e.text), match=e.text[:120], source="timeline:collective-mismatch",
                          rank=e.rank, strength="strong") for e in tl.mismatch]
+    if tl.divergence is not None:
+        d = tl.divergence
+        evidence.insert(0, Evidence(line=d.line, text=display(d.text), match=d.text[:120], source="timeline:divergence",
+                                    rank=d.rank, strength="strong"))
     top = max((c.confidence for c in candidates), default=0.0)
     root = next((c for c in candidates if c.failure_mode == "distributed-sync-failure"), None)
     if root is None:
@@ -601,6 +624,11 @@ def _apply_mismatch(tl: Timeline, candidates: list[Candidate],
     root.note, root.note_zh = describe_mismatch(tl, "en"), describe_mismatch(tl, "zh")
     boosts.setdefault("distributed-sync-failure", {})["divergent-control-flow"] = (
         0.5, Reason("the ranks wait in different collectives", "各 rank 等待的是不同的集合通信"))
+    d = tl.divergence
+    if d is not None and SPLIT_SKIP.search(d.text):
+        boosts["distributed-sync-failure"]["rank-local-skip"] = (
+            0.8, Reason(f"rank {d.rank} skipped on its own (line {d.line}) before the ranks fell out of step",
+                        f"rank {d.rank} 自己跳过了一步（第 {d.line} 行），之后各 rank 才错位"))
     for c in candidates:
         if c.failure_mode == "network-timeout":
             c.confidence = round(c.confidence * TIMEOUT_AS_CONSEQUENCE, 3)

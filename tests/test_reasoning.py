@@ -423,3 +423,34 @@ def test_gpu_memory_growing_every_step_is_a_leak(assistant):
     assert top.failure_mode == "cuda-oom" and top.causes[0].id == "step-tensors-kept-alive"
     assert any("leak" in r and "steps 10–120" in r for r in top.readings)
     assert "detach" in top.fixes[0].code.code and not any("Fragmentation" in r for r in top.readings)
+
+
+_WD = ("[rank{r}]:[E0301 10:40:00.1 1 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+       "WorkNCCL(SeqNum=900, OpType=ALLREDUCE, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600010 "
+       "milliseconds before timing out.")
+
+
+def test_the_rank_that_skipped_alone_is_named_and_the_fix_skips_together(assistant):
+    text = "\n".join([
+        "[2026-03-01 10:29:00][rank0] step 300 loss 1.90",
+        "[2026-03-01 10:29:01][rank3] skipping micro-batch 301: empty after filtering",
+        "[2026-03-01 10:29:02][rank0] step 301 loss 1.88",
+        *[_WD.format(r=r, n=1 if r == 3 else 4096) for r in range(4)],
+    ])
+    d = assistant.diagnose(text)
+    top = d.candidates[0]
+    assert top.failure_mode == "distributed-sync-failure" and top.causes[0].id == "rank-local-skip"
+    assert "Rank 3" in top.note and "line 2" in top.note and top.evidence[0].line == 2
+    assert "all_reduce" in top.fixes[0].code.code
+
+
+def test_the_one_rank_that_never_timed_out_was_busy(assistant):
+    text = "\n".join([
+        "[2026-03-01 10:29:00][rank0] step 5000: saving a full checkpoint to /nfs/ckpt (rank 0 only)",
+        *[_WD.format(r=r, n=4096) for r in range(1, 4)],
+        "[2026-03-01 10:40:01][rank0] still writing shard 61/64",
+    ])
+    top = assistant.diagnose(text).candidates[0]
+    assert top.failure_mode == "network-timeout" and top.causes[0].id == "collective-timeout-too-short"
+    assert "rank 0 never did" in top.note and "61/64" in top.note and "failed first" not in top.note
+    assert "all_gather_object" in top.fixes[0].code.code
