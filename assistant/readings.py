@@ -68,7 +68,7 @@ def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) ->
     text = {k.number: k.body for k in lines}
     for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
                _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token,
-               _failed_share):
+               _failed_share, _class_report, _generate_oom):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading.model_copy(update={"text": text.get(reading.line, "")}))
@@ -134,6 +134,8 @@ def _oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
           + (f"（显卡总容量 {_fmt(capacity)}）" if capacity else "")
           + f"（第 {line.number} 行）：大约缺 {_fmt(max(short, 0.0))}，按当前配置放不下。")
     micro, accum = _first(lines, _MICRO), _first(lines, _ACCUM)
+    if any(_IN_GENERATE.search(k.body) for k in lines if k.number < line.number):
+        micro = None  # an OOM inside generate(): the training micro-batch is not what to cut (see _generate_oom)
     if micro is not None:
         name, n = micro[1].group(1), int(micro[1].group(2))
         a_name, a = (accum[1].group(1), int(accum[1].group(2))) if accum else ("gradient_accumulation_steps", 1)
@@ -755,3 +757,103 @@ def _failed_share(lines: Sequence[KeptLine], _total: float | None) -> Reading | 
         zh = f"{of} 次{what}中有 {n} 次失败（{share:.0%}，第 {k.number} 行）{at_zh}：比例太高，不是暂时性故障，有系统性的问题。"
     return Reading(modes=["network-timeout", "data-format-error", "checkpoint-corruption"], kind="failed-share",
                    line=k.number, en=en, zh=zh)
+
+
+# sklearn's classification_report: "   label   0.92   1.00   0.96   18340", "macro avg  0.31  0.33  0.32  20000"
+_REPORT_ROW = re2.compile(r"^\s*(\S+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d+)\s*$")
+_MACRO = re2.compile(r"^\s*macro avg\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d+)")
+_ACCURACY = re2.compile(r"^\s*accuracy\s+(\d\.\d+)\s+(\d+)\s*$")
+# a label count: "Counter({'a': 91712, 'b': 5903})", "{'pos': 120, 'neg': 9880}"
+_COUNTS = re2.compile(r"\{\s*((?:['\"]?[^'\",:{}]{1,40}['\"]?\s*:\s*\d+\s*,?\s*)+)\}")
+_COUNT_ITEM = re2.compile(r"['\"]?([^'\",:{}]{1,40}?)['\"]?\s*:\s*(\d+)")
+DEAD_RECALL = 0.05  # a class recalled at most this often is never predicted
+
+
+def _class_report(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """A classifier that predicts only the majority class: its per-class recall, the majority share behind its
+    accuracy, and the training label counts."""
+    rows = [(k, m) for k in lines if (m := _REPORT_ROW.match(k.body))]
+    if len(rows) < 2:
+        return None
+    dead = [(k, m) for k, m in rows if float(m.group(3)) <= DEAD_RECALL]
+    alive = [(k, m) for k, m in rows if float(m.group(3)) > DEAD_RECALL]
+    if not dead or not alive:
+        return None
+    major = max(rows, key=lambda r: int(r[1].group(5)))[1]
+    total = sum(int(m.group(5)) for _, m in rows)
+    names = ", ".join(m.group(1) for _, m in dead)
+    where = f"lines {rows[0][0].number}–{rows[-1][0].number}"
+    en = (f"The classifier never predicts {names} (recall {float(dead[0][1].group(3)):.2f}; {where})"
+          + (f", only {major.group(1)} ({major.group(5)} of {total} validation samples, {int(major.group(5)) / total:.0%})"
+             if len(alive) == 1 else ""))
+    zh = (f"分类器从不预测 {names}（召回率 {float(dead[0][1].group(3)):.2f}；第 {rows[0][0].number}–{rows[-1][0].number} 行）"
+          + (f"，只预测 {major.group(1)}（验证集 {total} 个样本中占 {major.group(5)} 个，{int(major.group(5)) / total:.0%}）"
+             if len(alive) == 1 else ""))
+    acc, macro = _first(lines, _ACCURACY), _first(lines, _MACRO)
+    if acc is not None:
+        en += f"; accuracy {acc[1].group(1)} is about the majority share, so it says nothing"
+        zh += f"；准确率 {acc[1].group(1)} 约等于多数类占比，说明不了什么"
+    if macro is not None:
+        en += f"; macro-averaged F1 is {macro[1].group(3)} (line {macro[0].number})"
+        zh += f"；macro F1 只有 {macro[1].group(3)}（第 {macro[0].number} 行）"
+    counts = None
+    for k in lines:
+        m = _COUNTS.search(k.body) if ":" in k.body and "{" in k.body else None
+        if m:
+            items = [(a.strip(), int(b)) for a, b in (x.groups() for x in _iter(_COUNT_ITEM, m.group(1)))]
+            if len(items) >= 2:
+                counts = (k, items)
+                break
+    if counts is not None:
+        k, items = counts
+        n = sum(v for _, v in items)
+        shown = ", ".join(f"{a} {v}" for a, v in items[:6])
+        top = max(items, key=lambda x: x[1])
+        en += f". The training labels are {top[1] / n:.1%} {top[0]} ({shown}; line {k.number})"
+        zh += f"。训练集标签中 {top[0]} 占 {top[1] / n:.1%}（{shown}；第 {k.number} 行）"
+    en += ": weight the loss by class or resample the minority classes, and judge by per-class recall or macro F1."
+    zh += "：按类别给 loss 加权或对少数类重采样，并用各类召回率或 macro F1 来评估。"
+    return Reading(modes=["data-imbalance"], kind="class-report", line=dead[0][0].number, en=en, zh=zh,
+                   causes={"data-imbalance": "classifier-class-imbalance"}, delta=0.5,
+                   why_en=f"{names} never predicted ({where})", why_zh=f"{names} 从未被预测（第 {rows[0][0].number}–{rows[-1][0].number} 行）")
+
+
+def _iter(pattern, text: str):
+    """Every non-overlapping match of an RE2 pattern (google-re2 has no finditer on compiled objects everywhere)."""
+    pos = 0
+    while pos <= len(text):
+        m = pattern.search(text, pos)
+        if m is None:
+            return
+        yield m
+        pos = m.end() if m.end() > pos else pos + 1
+
+
+_IN_GENERATE = re2.compile(r"\b(?:generate|_beam_search|_sample|greedy_search|beam_search|prediction_step)\b")
+_EVAL_BATCH = re2.compile(r"(?i)\b(per_device_eval_batch_size|eval_batch_size)[\"']?\s*[:=]\s*(\d+)")
+_BEAMS = re2.compile(r"(?i)\b(generation_num_beams|num_beams)[\"']?\s*[:=]\s*(\d+)")
+_GEN_LEN = re2.compile(r"(?i)\b(generation_max_length|max_new_tokens|max_length)[\"']?\s*[:=]\s*(\d+)")
+
+
+def _generate_oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """An OOM inside generate() (evaluation with generation): batch x beams sequences, each growing to the maximum
+    length, hold their KV cache — the training step's memory is not the question."""
+    req = _first(lines, _REQUESTED)
+    if req is None or not any(_IN_GENERATE.search(k.body) for k in lines if k.number < req[0].number):
+        return None
+    batch, beams, length = _first(lines, _EVAL_BATCH), _first(lines, _BEAMS), _first(lines, _GEN_LEN)
+    parts = [f"{m.group(1)}={m.group(2)}" for _, m in (x for x in (batch, beams, length) if x is not None)]
+    if not parts:
+        return None
+    seqs = (int(batch[1].group(2)) * (int(beams[1].group(2)) if beams else 1)) if batch else None
+    n = f": {seqs} sequences at once" if seqs and beams else ""
+    n_zh = f"：同时有 {seqs} 条序列" if seqs and beams else ""
+    en = (f"The OOM is inside generate() during evaluation (line {req[0].number}), not in the training step: "
+          + ", ".join(parts) + n + ", each with a KV cache that grows to the full length. Lower the eval batch, "
+          "the beams or the generation length; training-memory fixes do not touch this.")
+    zh = (f"OOM 发生在评估阶段的 generate() 里（第 {req[0].number} 行），而不是训练 step："
+          + "、".join(parts) + n_zh + "，每条序列的 KV cache 都会增长到最大长度。应减小评估 batch、beam 数或生成长度；"
+          "针对训练显存的修复对这里没有作用。")
+    return Reading(modes=["cuda-oom"], kind="generate-oom", line=req[0].number, en=en, zh=zh,
+                   causes={"cuda-oom": "kv-cache-growth"}, delta=0.6,
+                   why_en=f"the OOM is in generate() (line {req[0].number})", why_zh=f"OOM 发生在 generate() 中（第 {req[0].number} 行）")
