@@ -183,3 +183,20 @@ def test_trainfix_slack_serves_http_on_the_port_it_prints(tmp_path):
         proc.terminate()
         proc.communicate(timeout=60)
         fake.close()
+
+
+def test_the_manifest_asks_for_exactly_the_scopes_and_events_the_bot_uses():
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "docs" / "slack-app-manifest.yaml").read_text(encoding="utf-8"))
+    assert set(manifest["oauth_config"]["scopes"]["bot"]) == {
+        "app_mentions:read",  # app_mention events
+        "im:history",  # message.im events
+        "chat:write",  # chat.postMessage, chat.postEphemeral
+        "commands",  # /trainfix
+        "files:read",  # files.info and the download
+        "files:write",  # files.getUploadURLExternal + files.completeUploadExternal (the plot)
+    }
+    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im"}
+    assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/trainfix"]
+    assert manifest["settings"]["interactivity"]["is_enabled"] is True  # the follow-up and 👍/👎 buttons

@@ -249,6 +249,23 @@ def test_a_follow_up_button_narrows_the_answer_in_the_same_thread(bot, fake):
     assert lead_before != lead_after
 
 
+def test_a_typed_reply_in_a_dm_thread_narrows_the_answer(bot, fake):
+    def dm(text: str, ts: str, thread_ts: str | None = None) -> dict:
+        return {"type": "message", "channel_type": "im", "channel": "D0DM", "user": "U0USER", "text": text, "ts": ts,
+                "event_ts": ts, **({"thread_ts": thread_ts} if thread_ts else {})}
+
+    bot.event(dm(NAN_PASTE, "1700000650.000650"), "Ev-dm-nan")
+    before = answered(fake, "1700000650.000650")
+    assert "Are you training in FP16 or BF16" in post_text(before[0])
+    bot.event(dm("it's bf16 already", "1700000660.000660", thread_ts="1700000650.000650"), "Ev-dm-reply")
+    after = fake.wait_for(lambda: (lambda ps: ps if any(FEEDBACK_UP in json.dumps(post_blocks(p)) for p in ps) else None)(
+        posts_in(fake, "1700000650.000650")[len(before):]), "the narrowed answer")
+    text = post_text(after[0])
+    assert "nan-loss" in text
+    lead = lambda t: t.split("Likely causes in this case")[1].split("\\n")[1]  # noqa: E731
+    assert lead(text) != lead(post_text(before[0]))  # FP16 overflow no longer leads once bf16 is said
+
+
 def test_thumbs_up_feeds_the_web_chats_feedback_store(bot, fake, tmp_path):
     bot.event(mention(OOM, ts="1700000700.000700"), "Ev-fb")
     posts = answered(fake, "1700000700.000700")
