@@ -85,6 +85,10 @@ def _cite(n: int) -> str:
     return f"\x00{n}\x00"  # a placeholder, numbered in order of first appearance by _number
 
 
+def _line(n: int, lang: str) -> str:
+    return f"第 {n} 行" if lang == "zh" else f"line {n}"
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -155,7 +159,7 @@ def _candidate_blocks(c: CandidateView, d: Diagnosis, L: dict, lang: str) -> lis
         shown, more = decisive_evidence(c.evidence)
         rows = []
         for ev in shown:
-            where = f"第 {ev.line} 行" if lang == "zh" else f"line {ev.line}"
+            where = _line(ev.line, lang)
             rank = f" ({L['rank']} {escape(ev.rank)})" if ev.rank is not None else ""
             rows.append(f"• {where}{rank}: {code_inline(_clip(ev.text, 300))}")
         if more:
@@ -250,9 +254,9 @@ def _body(d: Diagnosis, lang: str) -> list[dict]:
     else:  # out of scope: short and polite, with the nearest sections
         blocks.append(_header(S["out_of_scope"]))
         reason = L["outside"].get(d.out_of_domain, L["abstain"]) if d.out_of_domain else L["abstain"]
-        rows = [reason] + [f"• {('第 %d 行' % ev.line) if lang == 'zh' else f'line {ev.line}'}: "
-                           f"{code_inline(_clip(ev.text, 300))}" for ev in d.out_of_domain_evidence[:2]]
-        blocks.append(_section(escape("\n".join(rows[:1])) + ("\n" + "\n".join(rows[1:]) if rows[1:] else "")))
+        rows = [escape(reason)] + [f"• {_line(ev.line, lang)}: {code_inline(_clip(ev.text, 300))}"
+                                   for ev in d.out_of_domain_evidence[:2]]
+        blocks.append(_section("\n".join(rows)))
         blocks += _passage_blocks(d, L, L["nearest"], excerpts=False)
         blocks += _other_blocks(d, L, lang)
     if d.notices:

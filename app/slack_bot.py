@@ -240,19 +240,18 @@ class SlackBot:
         try:
             work()
         except TrainfixError as err:
-            self._safely(lambda: self.notice(client, where, str(err)))
+            self._notice_safely(client, where, str(err))
         except SlackApiError as err:
             log.warning("Slack API error: %s", err.response.get("error"))
             if err.response.get("error") == "not_in_channel":
                 raise
         except Exception as err:  # noqa: BLE001 - the edge
             log.exception("slack handler failed")
-            self._safely(lambda: self.notice(client, where, ERRORS[lang]["failed"].format(kind=type(err).__name__)))
+            self._notice_safely(client, where, ERRORS[lang]["failed"].format(kind=type(err).__name__))
 
-    @staticmethod
-    def _safely(fn) -> None:
-        with contextlib.suppress(Exception):
-            fn()
+    def _notice_safely(self, client: WebClient, where: Where, text: str) -> None:
+        with contextlib.suppress(Exception):  # Slack itself may be what failed: the log has it
+            self.notice(client, where, text)
 
 
 def _origin(history: list[Exchange]) -> str | None:

@@ -83,7 +83,7 @@ def test_a_long_answer_is_split_within_every_limit_and_loses_nothing(rules):
 
 
 def test_split_text_keeps_pieces_under_the_limit_and_fences_balanced():
-    text = "*Fix*\n" + code_block("\n".join("line %d " % i + "y" * 90 for i in range(200))) + "\nafter"
+    text = "*Fix*\n" + code_block("\n".join(f"line {i} " + "y" * 90 for i in range(200))) + "\nafter"
     pieces = _split_text(text, 2800)
     assert len(pieces) > 1 and all(len(p) <= 3000 for p in pieces)
     assert all(sum(ln.startswith("```") for ln in p.splitlines()) % 2 == 0 for p in pieces)
