@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 BOT_USER = "UBOT"
 TEAM = "T0TEST"
+NOT_A_MEMBER = "C0NOTIN"  # a channel the bot was not invited to: chat.postMessage fails there
 DEADLINE = 60.0  # seconds: generous, the tests poll and never assume a speed
 
 
@@ -119,6 +120,8 @@ class FakeSlack:
         if method == "auth.test":
             return 200, {"ok": True, "url": "https://test.slack.com/", "team": "test", "user": "trainfix",
                          "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT", "is_enterprise_install": False}
+        if method == "chat.postMessage" and params.get("channel") == NOT_A_MEMBER:
+            return 200, {"ok": False, "error": "not_in_channel"}
         if method in ("chat.postMessage", "chat.postEphemeral"):
             ts = f"1700000000.{next(self._ts):06d}"
             return 200, {"ok": True, "channel": params.get("channel"), "ts": ts, "message_ts": ts}

@@ -25,6 +25,7 @@ from assistant import Assistant, Settings
 from assistant.redact import patterns
 from tests.slack_fake import (
     BOT_USER,
+    NOT_A_MEMBER,
     FakeSlack,
     action_body,
     block_kit_problems,
@@ -182,6 +183,25 @@ def test_slash_command_posts_the_question_then_answers_in_its_thread(bot, fake):
     posts = answered(fake, first.reply["ts"])  # the rest in the thread the opening post started
     assert_valid([first, *posts])
     assert "cuda-oom" in post_text(posts[0])
+
+
+def test_a_slash_command_where_the_bot_is_not_a_member_gets_a_private_hint(bot, fake):
+    bot.form(command_body(OOM, fake.url + "/respond", channel=NOT_A_MEMBER))
+    hint = fake.wait_for(lambda: [c for c in fake.calls if c.method == "/respond"], "the ephemeral hint")[0]
+    assert json.loads(hint.body)["response_type"] == "ephemeral" and "/invite @trainfix" in hint.body.decode()
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("photo.png", b"\x89PNG....", "not a log file"),
+    ("dump.log", b"\x00\x01\x02" * 1000, "binary file"),
+    ("empty.log", b"", "empty"),
+    ("broken.log.gz", b"\x1f\x8b not really gzip", "not a readable .gz"),
+])
+def test_a_shared_file_that_is_not_a_readable_log_gets_a_clear_message(bot, fake, name, content, message):
+    fake.files["F0BAD"] = (name, content)
+    bot.event(mention("look", ts="1700000420.000420", files=[{"id": "F0BAD"}]), f"Ev-bad-{name}")
+    post = fake.wait_for(lambda: posts_in(fake, "1700000420.000420"), "the message")[0]
+    assert message in post_text(post) and "Traceback" not in post_text(post)
 
 
 def test_a_log_file_shared_with_a_mention_is_downloaded_answered_and_plotted(bot, fake):
@@ -383,6 +403,19 @@ def test_a_secret_in_the_paste_is_in_nothing_posted_or_stored(bot, fake, tmp_pat
     assert secret.encode() not in stored
     with sqlite3.connect(tmp_path / "feedback.sqlite3") as db:
         assert db.execute("SELECT count(*) FROM feedback WHERE input LIKE '%REDACTED%'").fetchone()[0] == 1
+
+
+def test_secrets_in_a_slash_command_or_a_shared_file_are_not_posted(bot, fake, tmp_path):
+    token = "gh" + "p_" + "Zz9" * 12
+    bot.form(command_body("GITHUB_TOKEN " + token + "\n" + OOM, fake.url + "/respond"))
+    fake.files["F0SEC"] = ("train.log", ("export TOKEN " + token + "\n" + OOM).encode())
+    bot.event(mention("see log", ts="1700001150.001150", files=[{"id": "F0SEC"}]), "Ev-secret-file")
+    answered(fake, "1700001150.001150")
+    opening = fake.wait_for(lambda: [p for p in fake.posts() if not p.params.get("thread_ts")], "the opening post")[0]
+    answered(fake, opening.reply["ts"])
+    shown = "\n".join(post_text(p) for p in fake.posts())
+    assert token not in shown and shown.count("please delete it") == 2
+    assert token.encode() not in b"".join(p.read_bytes() for p in tmp_path.glob("*.sqlite3*"))
 
 
 def test_slack_control_sequences_in_a_paste_are_shown_as_text(bot, fake):
