@@ -13,14 +13,21 @@ Mode = Literal["auto", "socket", "http"]
 
 
 def slack_mode(settings, mode: str) -> str:
-    """``socket`` or ``http``: as asked, or (``auto``) Socket Mode when an app token is set, else HTTP."""
+    """``socket`` or ``http``: as asked, or (``auto``) Socket Mode when an app token is set, else HTTP.
+
+    A missing token or secret is refused here, before anything heavy is loaded.
+    """
+    from assistant.errors import TrainfixError
+
     if mode == "auto":
         mode = "socket" if settings.slack_app_token else "http"
+    if settings.slack_bot_token is None:
+        raise TrainfixError("set TRAINFIX_SLACK_BOT_TOKEN (the bot token, xoxb-…) to run the Slack bot")
     if mode == "socket" and not settings.slack_app_token:
-        from assistant.errors import TrainfixError
-
         raise TrainfixError("Socket Mode needs TRAINFIX_SLACK_APP_TOKEN (an app-level token, xapp-…, "
                             "with connections:write)")
+    if mode == "http" and not settings.slack_signing_secret:
+        raise TrainfixError("HTTP mode needs TRAINFIX_SLACK_SIGNING_SECRET; or set TRAINFIX_SLACK_APP_TOKEN for Socket Mode")
     return mode
 
 
