@@ -54,7 +54,10 @@ def slack_command(
 
         handler = SocketModeHandler(app, settings.slack_app_token.get_secret_value())
         typer.echo("trainfix slack: connecting in Socket Mode (Ctrl-C stops)")
-        handler.start()  # blocks until Ctrl-C
+        try:
+            handler.start()  # blocks until Ctrl-C
+        except Exception as err:  # noqa: BLE001 - the edge: e.g. the app token refused by apps.connections.open
+            raise TrainfixError(f"Socket Mode could not connect ({type(err).__name__}: {err})") from None
         return
     from app.slack_http import PATH, SlackHTTPServer
 

@@ -18,6 +18,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from slack_bolt import App, BoltResponse
+from slack_bolt.error import BoltError
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
@@ -284,9 +285,14 @@ def build_app(settings: SlackSettings, assistant: Assistant, *, client: WebClien
     if not socket_mode and not secret:
         raise TrainfixError("HTTP mode needs TRAINFIX_SLACK_SIGNING_SECRET; or set TRAINFIX_SLACK_APP_TOKEN for Socket Mode")
     bot = SlackBot(settings, assistant)
-    app = App(client=client or web_client(settings), signing_secret=secret, process_before_response=False,
-              request_verification_enabled=not socket_mode, logger=logging.getLogger("trainfix.slack.bolt"),
-              **({"listener_executor": executor} if executor is not None else {}))
+    try:  # Bolt checks the bot token (auth.test) right here
+        app = App(client=client or web_client(settings), signing_secret=secret, process_before_response=False,
+                  request_verification_enabled=not socket_mode, logger=logging.getLogger("trainfix.slack.bolt"),
+                  **({"listener_executor": executor} if executor is not None else {}))
+    except BoltError as err:
+        raise TrainfixError(f"Slack refused the bot token: {err}") from None
+    except OSError as err:  # URLError, refused connection, DNS
+        raise TrainfixError(f"cannot reach the Slack API at {settings.slack_api_url} ({err})") from None
 
     @app.middleware
     def drop_retries(body, next):  # noqa: A002 - Bolt passes arguments by name

@@ -39,6 +39,7 @@ class FakeSlack:
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)  # file id -> (name, content)
     socket_url: str | None = None
     rate_limit_next: dict[str, int] = field(default_factory=dict)  # method -> Retry-After for its next call
+    token_ok: bool = True  # False: auth.test answers invalid_auth
     calls: list[Call] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -117,6 +118,8 @@ class FakeSlack:
         self._send(h, status, body)
 
     def _answer(self, method: str, params: dict, call: Call) -> tuple[int, dict | bytes]:
+        if method == "auth.test" and not self.token_ok:
+            return 200, {"ok": False, "error": "invalid_auth"}
         if method == "auth.test":
             return 200, {"ok": True, "url": "https://test.slack.com/", "team": "test", "user": "trainfix",
                          "team_id": TEAM, "user_id": BOT_USER, "bot_id": "BBOT", "is_enterprise_install": False}

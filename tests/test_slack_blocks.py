@@ -153,10 +153,17 @@ def _trainfix(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
     (["slack", "--mode", "http"], {"TRAINFIX_SLACK_BOT_TOKEN": "xoxb-fake"}, "TRAINFIX_SLACK_SIGNING_SECRET"),
     (["slack", "--mode", "socket"], {"TRAINFIX_SLACK_BOT_TOKEN": "xoxb-fake"}, "TRAINFIX_SLACK_APP_TOKEN"),
     (["slack", "--mode", "carrier-pigeon"], {}, "--mode must be"),
+    (["slack", "--mode", "http", "--port", "0"], {"TRAINFIX_SLACK_BOT_TOKEN": "xoxb-fake", "TRAINFIX_SLACK_SIGNING_SECRET": "x",
+                                                  "TRAINFIX_SLACK_API_URL": "<fake>"}, "Slack refused the bot token"),
 ])
 def test_missing_settings_are_one_clear_line_and_exit_code_2(tmp_path, args, env, message):
-    proc = _trainfix(args, {"TRAINFIX_DATA_DIR": str(tmp_path), **env})
-    out, err = proc.communicate(timeout=120)
+    fake = FakeSlack(token_ok=False)
+    try:
+        env = {k: fake.api_url if v == "<fake>" else v for k, v in env.items()}
+        proc = _trainfix(args, {"TRAINFIX_DATA_DIR": str(tmp_path), **env})
+        out, err = proc.communicate(timeout=120)
+    finally:
+        fake.close()
     assert proc.returncode == 2, err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
