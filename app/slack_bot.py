@@ -304,29 +304,35 @@ def build_app(settings: SlackSettings, assistant: Assistant, *, client: WebClien
             return BoltResponse(status=200, body="", headers={"x-trainfix-duplicate": "1"})
         return next()
 
+    def answer(client, event: dict, text: str) -> None:
+        where = Where(event["channel"], event.get("thread_ts") or event["ts"])
+        files = event.get("files") or []
+        if files:
+            # One message can arrive twice (app_mention and message.channels): its file is answered once.
+            if bot.events.claim(f"message:{event['channel']}:{event['ts']}"):
+                bot.guarded(client, where, lambda: bot.answer_file(client, where, files[0]["id"]), text)
+        else:
+            bot.guarded(client, where, lambda: bot.answer_text(client, where, text), text)
+
     @app.event("app_mention")
     def on_mention(event, context, client):
         if str(event.get("channel", "")).startswith("D") or event.get("channel_type") == "im":
             return  # a mention in a DM also arrives as a message event, handled there
-        where = Where(event["channel"], event.get("thread_ts") or event["ts"])
-        files = event.get("files") or []
-        text = slack_text(event.get("text") or "", context.get("bot_user_id"))
-        if files:
-            bot.guarded(client, where, lambda: bot.answer_file(client, where, files[0]["id"]), text)
-        else:
-            bot.guarded(client, where, lambda: bot.answer_text(client, where, text), text)
+        answer(client, event, slack_text(event.get("text") or "", context.get("bot_user_id")))
 
     @app.event("message")
     def on_message(event, context, client):
-        if event.get("channel_type") != "im" or event.get("bot_id") or event.get("subtype") not in (None, "file_share"):
-            return  # only people's own messages in a DM with the bot
-        where = Where(event["channel"], event.get("thread_ts") or event["ts"])
-        files = event.get("files") or []
-        text = slack_text(event.get("text") or "", context.get("bot_user_id"))
-        if files:
-            bot.guarded(client, where, lambda: bot.answer_file(client, where, files[0]["id"]), text)
-        else:
-            bot.guarded(client, where, lambda: bot.answer_text(client, where, text), text)
+        if event.get("bot_id") or event.get("subtype") not in (None, "file_share"):
+            return  # only people's own messages
+        if event.get("channel_type") == "im":  # a DM with the bot: every message is for it
+            answer(client, event, slack_text(event.get("text") or "", context.get("bot_user_id")))
+            return
+        # In a channel, only a log file shared in a thread where the bot was mentioned (and answered), or
+        # with a mention (in case Slack sends no app_mention for a file share); other messages are not read.
+        thread_ts = event.get("thread_ts")
+        mentioned = f"<@{context.get('bot_user_id')}>" in (event.get("text") or "")
+        if event.get("files") and (mentioned or (thread_ts and bot.threads.known(event["channel"], thread_ts))):
+            answer(client, event, slack_text(event.get("text") or "", context.get("bot_user_id")))
 
     @app.command("/trainfix")
     def on_command(ack, command, client, respond):

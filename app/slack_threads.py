@@ -73,6 +73,13 @@ class ThreadStore:
             return []
         return [Exchange.model_validate(x) for x in json.loads(row["history"])]
 
+    def known(self, channel: str, thread_ts: str) -> bool:
+        """True when the bot answered in this thread (within KEEP_SECONDS)."""
+        with connect(self.path) as db:
+            row = db.execute("SELECT updated FROM threads WHERE channel = ? AND thread_ts = ?",
+                             (channel, thread_ts)).fetchone()
+        return row is not None and row["updated"] >= time.time() - KEEP_SECONDS
+
     def append(self, channel: str, thread_ts: str, message: str, diagnosis: Diagnosis, *,
                narrowable: bool = True) -> None:
         """Add a turn; only the paste that later answers refer to and the last turn are kept."""

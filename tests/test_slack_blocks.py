@@ -199,11 +199,13 @@ def test_the_manifest_asks_for_exactly_the_scopes_and_events_the_bot_uses():
     assert set(manifest["oauth_config"]["scopes"]["bot"]) == {
         "app_mentions:read",  # app_mention events
         "im:history",  # message.im events
+        "channels:history", "groups:history",  # message.channels/.groups: a log shared in a thread the bot is in
         "chat:write",  # chat.postMessage, chat.postEphemeral
         "commands",  # /trainfix
         "files:read",  # files.info and the download
         "files:write",  # files.getUploadURLExternal + files.completeUploadExternal (the plot)
     }
-    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im"}
+    assert set(manifest["settings"]["event_subscriptions"]["bot_events"]) == {"app_mention", "message.im", "message.channels",
+                                                                                "message.groups"}
     assert [c["command"] for c in manifest["features"]["slash_commands"]] == ["/trainfix"]
     assert manifest["settings"]["interactivity"]["is_enabled"] is True  # the follow-up and 👍/👎 buttons

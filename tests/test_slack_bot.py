@@ -219,6 +219,47 @@ def test_a_log_file_shared_with_a_mention_is_downloaded_answered_and_plotted(bot
     assert fake.named("files.getUploadURLExternal")
 
 
+def _file_message(ts: str, thread_ts: str | None, text: str = "here is the log", channel_type: str = "channel") -> dict:
+    return {"type": "message", "subtype": "file_share", "channel_type": channel_type, "channel": "C0CHAN",
+            "user": "U0USER", "text": text, "ts": ts, "event_ts": ts, "files": [{"id": "F0LOG"}],
+            **({"thread_ts": thread_ts} if thread_ts else {})}
+
+
+def test_a_log_shared_later_in_a_thread_where_the_bot_was_mentioned_is_answered(bot, fake):
+    fake.files["F0LOG"] = ("trainer.log", TRAINER_LOG)
+    bot.event(mention(OOM, ts="1700000460.000460"), "Ev-thread-start")
+    first = answered(fake, "1700000460.000460")
+    bot.event(_file_message("1700000470.000470", "1700000460.000460"), "Ev-thread-file")
+    later = fake.wait_for(lambda: (lambda ps: ps if any(FEEDBACK_UP in json.dumps(post_blocks(p)) for p in ps) else None)(
+        posts_in(fake, "1700000460.000460")[len(first):]), "the answer to the shared log")
+    assert_valid(later)
+    assert "nan" in post_text(later[0]).lower()
+    assert [c for c in fake.calls if c.method.startswith("/files-pri/F0LOG")]
+
+
+def test_channel_messages_outside_the_bots_threads_are_not_read(bot, fake):
+    fake.files["F0LOG"] = ("trainer.log", TRAINER_LOG)
+    bot.event(_file_message("1700000480.000480", "1700000475.000475"), "Ev-other-thread-file")  # never mentioned
+    bot.event({**_file_message("1700000485.000485", None), "subtype": None, "files": []}, "Ev-chatter")
+    bot.event(mention(OOM, ts="1700000490.000490"), "Ev-thread-sentinel")
+    answered(fake, "1700000490.000490")
+    assert not posts_in(fake, "1700000475.000475") and not posts_in(fake, "1700000485.000485")
+    assert not fake.named("files.info")
+
+
+def test_a_mention_with_a_file_delivered_as_two_events_is_answered_once(bot, fake):
+    fake.files["F0LOG"] = ("trainer.log", TRAINER_LOG)
+    msg = _file_message("1700000495.000495", None, text=f"<@{BOT_USER}> this one")
+    bot.event(mention("this one", ts="1700000495.000495", files=[{"id": "F0LOG"}]), "Ev-both-mention")
+    bot.event(msg, "Ev-both-message")
+    answered(fake, "1700000495.000495")
+    bot.event(mention(OOM, ts="1700000499.000499"), "Ev-both-sentinel")
+    answered(fake, "1700000499.000499")
+    assert len(fake.named("files.info")) == 1
+    feedback_rows = [p for p in posts_in(fake, "1700000495.000495") if FEEDBACK_UP in json.dumps(post_blocks(p))]
+    assert len(feedback_rows) == 1
+
+
 def test_a_file_over_the_limit_is_refused_with_a_message_and_not_downloaded(fake, tmp_path, rules):
     b = Bot(fake, tmp_path, rules)
     b.bot.settings = b.settings.model_copy(update={"slack_max_upload_mb": 0.001})
