@@ -19,9 +19,16 @@ app = typer.Typer(
 
 def _register() -> None:
     # Each area registers its own commands; their heavy imports stay inside the command functions.
-    from app import commands_assistant, commands_kb, commands_retrieval, commands_triage, commands_web
+    from app import (
+        commands_assistant,
+        commands_kb,
+        commands_retrieval,
+        commands_slack,
+        commands_triage,
+        commands_web,
+    )
 
-    for module in (commands_assistant, commands_triage, commands_retrieval, commands_kb, commands_web):
+    for module in (commands_assistant, commands_triage, commands_retrieval, commands_kb, commands_web, commands_slack):
         module.register(app)
 
 

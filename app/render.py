@@ -145,7 +145,7 @@ def _fix(lines: list[str], fix: FixView, lang: str = "en") -> None:
         lines.append("   ```")
 
 
-def _decisive(evidence: list) -> tuple[list, int]:
+def decisive_evidence(evidence: list) -> tuple[list, int]:
     """At most MAX_EVIDENCE lines: strong ones first, one per shape (numbers and rank ignored), in line
     order; and how many were left out."""
     seen: set[tuple[str, str]] = set()
@@ -171,7 +171,7 @@ def _candidate(lines: list[str], c: CandidateView, lang: str, L: dict, html: boo
         lines.append("")
     if c.evidence:
         lines.append(f"**{L['evidence']}**")
-        shown, more = _decisive(c.evidence)
+        shown, more = decisive_evidence(c.evidence)
         for ev in shown:
             rank = f" ({L['rank']} {ev.rank})" if ev.rank is not None else ""
             text = ev.text if len(ev.text) <= 300 else ev.text[:300] + "…"
@@ -259,7 +259,7 @@ def render_numbered(d: Diagnosis, *, html: bool = False) -> tuple[str, list[int]
         lines.append("")
         lines.append(L["healthy"])
         for sr in d.metrics.series:
-            lines.append("- " + _checked(sr, lang))
+            lines.append("- " + checked_series(sr, lang))
         lines.append("")
     elif d.out_of_domain:
         lines.append(f"## {L['outside_title']}")
@@ -310,7 +310,7 @@ def render_numbered(d: Diagnosis, *, html: bool = False) -> tuple[str, list[int]
     return "\n".join(out).rstrip() + "\n", order  # rstrip drops the last line break
 
 
-def _checked(sr, lang: str) -> str:
+def checked_series(sr, lang: str) -> str:
     """One line of what was checked in a series of a healthy log."""
     span = ""
     if sr.first_step is not None and sr.last_step is not None:
