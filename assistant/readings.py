@@ -537,27 +537,69 @@ SHORT_SHARE = 0.5  # a file below half the size of its like-named siblings is tr
 
 
 def _short_file(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
-    """A checkpoint file in an `ls -l` listing that is empty or far smaller than its like-named siblings."""
+    """A checkpoint file in an `ls -l` listing that is empty, smaller than the same file in another checkpoint,
+    or far smaller than its like-named siblings (rank shards); and the earlier checkpoint to fall back to."""
     rows = [(k, int(m.group(1)), m.group(2)) for k in lines if (m := _LS.match(k.body))]
-    groups: dict[str, list[tuple[KeptLine, int, str]]] = {}
+    if len(rows) < 2:
+        return None
+    bad: list[tuple[KeptLine, int, str, int]] = []  # line, size, name, the size it should have
+    by_name: dict[str, list[int]] = {}
+    for _, size, name in rows:
+        by_name.setdefault(name, []).append(size)
+    groups: dict[str, list[int]] = {}
+    for _, size, name in rows:
+        if "-of-" not in name:  # "model-00004-of-00004": the last shard is legitimately smaller
+            groups.setdefault(_DIGITS.sub("#", name), []).append(size)
     for k, size, name in rows:
-        groups.setdefault(_DIGITS.sub("#", name), []).append((k, size, name))
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        top = max(size for _, size, _ in members)
-        short = [(k, size, name) for k, size, name in members if size < SHORT_SHARE * top]
-        if not short or len(short) == len(members):
-            continue
-        k, size, name = short[0]
-        more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
-        more_zh = f"（另有 {len(short) - 1} 个）" if len(short) > 1 else ""
-        en = (f"{name} is {size} bytes while its like-named siblings are up to {top} bytes (line {k.number}){more}: "
-              "the file was cut off while being written; this checkpoint is incomplete.")
-        zh = (f"{name} 只有 {size} 字节，而同类文件最大为 {top} 字节（第 {k.number} 行）{more_zh}：文件在写入时被截断，这个 checkpoint 不完整。")
-        return Reading(modes=["checkpoint-corruption"], kind="short-file", line=k.number, en=en, zh=zh,
-                       causes={"checkpoint-corruption": "incomplete-write"}, delta=0.3)
-    return None
+        same = max(by_name[name])
+        sib = groups.get(_DIGITS.sub("#", name), [])
+        if size == 0:
+            bad.append((k, size, name, same))
+        elif size < same:
+            bad.append((k, size, name, same))
+        elif len(sib) >= 2 and size < SHORT_SHARE * max(sib) and sum(x < SHORT_SHARE * max(sib) for x in sib) < len(sib):
+            bad.append((k, size, name, max(sib)))
+    if not bad:
+        return None
+    k, size, name, want = bad[0]
+    more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+    more_zh = f"（另有 {len(bad) - 1} 个）" if len(bad) > 1 else ""
+    whole = f" while the same kind of file is {want} bytes" if want else ""
+    whole_zh = f"，而同类文件为 {want} 字节" if want else ""
+    en = f"{name} is {size} bytes{whole} (line {k.number}){more}: the file was cut off while being written; the checkpoint is incomplete."
+    zh = f"{name} 只有 {size} 字节{whole_zh}（第 {k.number} 行）{more_zh}：文件在写入时被截断，这个 checkpoint 不完整。"
+    back = _fallback(lines)
+    if back is not None:
+        broken, good, line = back
+        en += f" {broken} is the one being resumed; fall back to {good} (named at line {line}) once its files load."
+        zh += f" 正在恢复的是 {broken}；回退到 {good}（第 {line} 行提到），先确认它的文件都能加载。"
+    return Reading(modes=["checkpoint-corruption"], kind="short-file", line=k.number, en=en, zh=zh,
+                   causes={"checkpoint-corruption": "incomplete-write"}, delta=0.3)
+
+
+# checkpoint directory names with their step: checkpoint-14000, global_step12000, step_2000, iter_0004000
+_CKPT_NAME = re2.compile(r"\b((?:checkpoint|global_step|step|iter|ckpt)[-_]?(\d{2,9}))\b")
+_RESUME = re2.compile(r"(?i)resum\w*|load_checkpoint|load_state|from_pretrained|续训|恢复")
+
+
+def _fallback(lines: Sequence[KeptLine]) -> tuple[str, str, int] | None:
+    """The checkpoint being resumed (named on a resume line) and the newest earlier checkpoint named in the input."""
+    named: dict[str, tuple[int, int]] = {}
+    resumed: str | None = None
+    for k in lines:
+        for m in _iter(_CKPT_NAME, k.body):
+            named.setdefault(m.group(1), (int(m.group(2)), k.number))
+            if resumed is None and _RESUME.search(k.body):
+                resumed = m.group(1)
+    if resumed is None:
+        return None
+    step = named[resumed][0]
+    kind = _DIGITS.sub("#", resumed)
+    earlier = [(st, name, ln) for name, (st, ln) in named.items() if st < step and _DIGITS.sub("#", name) == kind]
+    if not earlier:
+        return None
+    _, good, line = max(earlier)
+    return resumed, good, line
 
 
 # torch.profiler table row: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__...   61.84%   7.412s   63.10%   7.563s"

@@ -454,3 +454,50 @@ def test_the_one_rank_that_never_timed_out_was_busy(assistant):
     assert top.failure_mode == "network-timeout" and top.causes[0].id == "collective-timeout-too-short"
     assert "rank 0 never did" in top.note and "61/64" in top.note and "failed first" not in top.note
     assert "all_gather_object" in top.fixes[0].code.code
+
+
+def test_a_classification_report_with_dead_classes_reads_as_imbalance():
+    text = "\n".join([
+        "              precision    recall  f1-score   support",
+        "         ham       0.95      1.00      0.97      9500",
+        "        spam       0.00      0.00      0.00       500",
+        "    accuracy                           0.95     10000",
+        "   macro avg       0.47      0.50      0.49     10000",
+        "label counts: Counter({'ham': 47000, 'spam': 3000})",
+    ])
+    (r,) = read_numbers(_lines(text))
+    assert r.kind == "class-report" and "never predicts spam" in r.en and "0.49" in r.en and "94.0% ham" in r.en
+    assert r.causes == {"data-imbalance": "classifier-class-imbalance"}
+
+
+def test_an_oom_inside_generate_points_at_the_generation_settings():
+    text = ("per_device_train_batch_size=8 per_device_eval_batch_size=32 num_beams=5 max_new_tokens=512\n"
+            '  File "x/generation/utils.py", line 1, in generate\n'
+            + OOM.format(req="2.00 GiB", slack="100.00 MiB"))
+    kinds = {r.kind: r for r in read_numbers(_lines(text))}
+    assert "160 sequences" in kinds["generate-oom"].en
+    assert "per_device_train_batch_size=4" not in kinds["oom-capacity"].en
+
+
+def test_an_empty_shard_names_the_earlier_checkpoint_to_fall_back_to():
+    text = "\n".join([
+        "trainer.train(resume_from_checkpoint='out/checkpoint-900')",
+        "$ ls -l out/checkpoint-900 out/checkpoint-600",
+        "-rw-r--r-- 1 a a 2000000000 Jan  1 10:00 model-00001-of-00002.safetensors",
+        "-rw-r--r-- 1 a a          0 Jan  1 10:01 model-00002-of-00002.safetensors",
+        "-rw-r--r-- 1 a a 2000000000 Jan  1 09:00 model-00001-of-00002.safetensors",
+        "-rw-r--r-- 1 a a  700000000 Jan  1 09:00 model-00002-of-00002.safetensors",
+        "out/checkpoint-600 is from an hour earlier",
+    ])
+    (r,) = read_numbers(_lines(text))
+    assert "0 bytes" in r.en and r.line == 4 and "checkpoint-900" in r.en and "fall back to checkpoint-600" in r.en
+
+
+def test_megatron_logging_a_grad_norm_means_clipping_is_on(assistant):
+    line = ("iteration      {i}/  90000 | consumed samples:  {c} | lm loss: {l}E+00 | loss scale: 1.0 | "
+            "grad norm: {g} | number of skipped iterations:   0 |")
+    rows = [line.format(i=100 + k, c=2048 * k, l=v, g=gn)
+            for k, (v, gn) in enumerate([(2.1, 0.3), (2.1, 0.3), (2.08, 0.31), (2.1, 0.3), (6.2, 12.0), (3.0, 2.0),
+                                         (2.2, 0.5), (2.1, 0.32)])]
+    d = assistant.diagnose("\n".join(rows))
+    assert d.facts.get("grad-clipping") == "yes"
