@@ -277,7 +277,10 @@ _TREND_MODES = {
 
 def _readings(result: Triage, mode: str, lang: Lang) -> list[str]:
     """Readings of the input's numbers and metric trends that speak to ``mode``, in ``lang``."""
-    out = [(r.zh if lang == "zh" else r.en) for r in result.readings if mode in r.modes]
+    leak = result.metrics is not None and any(t.kind == "memory-growth" for t in result.metrics.trends)
+    # memory that grew step after step explains the shortfall: "does not fit as configured" would mislead
+    out = [(r.zh if lang == "zh" else r.en) for r in result.readings
+           if mode in r.modes and not (leak and r.kind == "oom-capacity")]
     if result.metrics is not None:
         out += [(t.zh if lang == "zh" else t.en) for t in result.metrics.trends if mode in _TREND_MODES[t.kind]]
     return [redact(x).text for x in out]

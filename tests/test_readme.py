@@ -26,3 +26,25 @@ def test_python_api_example_runs():
     assert "precision" in [f.id for f in namespace["first"].follow_up]
     assert namespace["again"].candidates[0].causes[0].id != "fp16-overflow"
     assert namespace["first"].candidates[0].causes[0].id == "fp16-overflow"
+
+
+def _example_blocks(readme: str):
+    """``(input path, shown lines)`` of each README example that starts with ``$ trainfix diagnose docs/examples/…``."""
+    import re
+
+    for m in re.finditer(r"````text\n\$ trainfix diagnose (docs/examples/\S+)\n(.*?)\n````", readme, re.S):
+        yield m.group(1), [ln for ln in m.group(2).splitlines() if ln.strip() and ln.strip() != "..."]
+
+
+def test_readme_examples_are_what_diagnose_prints_today():
+    from app.render import markdown
+    from assistant import Assistant
+
+    root = Path(__file__).resolve().parent.parent
+    blocks = list(_example_blocks((root / "README.md").read_text(encoding="utf-8")))
+    assert len(blocks) >= 2
+    assistant = Assistant(retrieval="auto")
+    for path, shown in blocks:
+        out = [ln.rstrip() for ln in markdown(assistant.diagnose_file(root / path)).splitlines()]
+        missing = [ln for ln in shown if ln.rstrip() not in out]
+        assert not missing, f"{path}: README shows lines trainfix no longer prints: {missing[:3]}"
