@@ -142,6 +142,7 @@ class Reading(_Model):
     text: str = Field(default="", description="the input line the numbers are on, verbatim (shown as evidence)")
     why_en: str = Field(default="", description="the short reason shown next to the cause")
     why_zh: str = ""
+    confidence: float = Field(default=0.0, description="> 0: the numbers alone name modes[0] with this confidence")
 
 
 class Trend(_Model):

@@ -68,7 +68,7 @@ def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) ->
     text = {k.number: k.body for k in lines}
     for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
                _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token,
-               _failed_share, _class_report, _generate_oom):
+               _failed_share, _class_report, _generate_oom, _comm_timers, _nccl_hcas):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading.model_copy(update={"text": text.get(reading.line, "")}))
@@ -899,3 +899,83 @@ def _generate_oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | 
     return Reading(modes=["cuda-oom"], kind="generate-oom", line=req[0].number, en=en, zh=zh,
                    causes={"cuda-oom": "kv-cache-growth"}, delta=0.6,
                    why_en=f"the OOM is in generate() (line {req[0].number})", why_zh=f"OOM 发生在 generate() 中（第 {req[0].number} 行）")
+
+
+# Megatron's per-phase timers: "(min, max) time across ranks (ms):" then "    all-grads-sync .....: (301.55, 318.20)"
+_TIMER_HEAD = re2.compile(r"(?i)\(min, max\) time across ranks")
+_TIMER_ROW = re2.compile(r"^\s*([a-z][a-z0-9_-]*(?:[ -][a-z0-9_-]+)*)\s*\.{2,}\s*:\s*\((\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?)\)")
+_COMM = re2.compile(r"(?i)sync|all-?gather|all-?reduce|reduce-?scatter|comm|send|recv|broadcast|p2p")
+GREW = 2.0  # a timer at least this many times its earlier value grew; within 25 % it stayed
+
+
+def _timer_blocks(lines: Sequence[KeptLine]) -> list[tuple[KeptLine, dict[str, float], dict[str, int]]]:
+    """Each timer table: its header line, the max time per phase, and the line of each phase."""
+    blocks: list[tuple[KeptLine, dict[str, float], dict[str, int]]] = []
+    for i, k in enumerate(lines):
+        if not _TIMER_HEAD.search(k.body):
+            continue
+        rows: dict[str, float] = {}
+        where: dict[str, int] = {}
+        for r in lines[i + 1 : i + 40]:
+            m = _TIMER_ROW.match(r.body)
+            if m is None:
+                break
+            rows[m.group(1).strip()] = float(m.group(3))
+            where[m.group(1).strip()] = r.number
+        if rows:
+            blocks.append((k, rows, where))
+    return blocks
+
+
+def _comm_timers(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """Two timer tables where the communication phases grew while the compute phases stayed: the network (or
+    how NCCL uses it) got slower, not the model."""
+    blocks = _timer_blocks(lines)
+    if len(blocks) < 2:
+        return None
+    (k0, before, _), (k1, after, rows_at) = blocks[0], blocks[-1]
+    common = [n for n in before if n in after and before[n] > 0]
+    grew = [(n, before[n], after[n]) for n in common if after[n] >= GREW * before[n]]
+    same = [n for n in common if 0.8 <= after[n] / before[n] <= 1.25]
+    if not grew or not all(_COMM.search(n) for n, _, _ in grew) or not any(not _COMM.search(n) for n in same):
+        return None
+    shown = ", ".join(f"{n} {a:g} → {b:g} ms" for n, a, b in grew[:3])
+    steady = ", ".join(n for n in same if not _COMM.search(n))[:120]
+    en = (f"Megatron's timers (max across ranks; lines {k0.number} and {k1.number}): {shown}, while {steady} stayed "
+          "the same. Communication, not compute, got slower.")
+    zh = (f"Megatron 的计时（各 rank 的最大值；第 {k0.number} 和 {k1.number} 行）：{shown}，而 {steady} 没有变化。"
+          "变慢的是通信，不是计算。")
+    return Reading(modes=["communication-bottleneck", "slow-training"], kind="comm-timers", line=rows_at[grew[0][0]],
+                   en=en, zh=zh,
+                   causes={"communication-bottleneck": "slow-interconnect"}, delta=0.3, confidence=0.9,
+                   why_en=f"communication timers grew ({shown})", why_zh=f"通信计时增长（{shown}）")
+
+
+# "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB ...; OOB ..."
+_NET_IB = re2.compile(r"NET/IB\s*:\s*Using\s+(.*?)(?:;|$)")
+_HCA = re2.compile(r"\[\d+\](\w+):\d+/(?:IB|RoCE)")
+_IB_HCA_VAR = re2.compile(r"\bNCCL_IB_HCA\s*=\s*(\S+)")
+
+
+def _nccl_hcas(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """NCCL using fewer InfiniBand HCAs than it did before (or than the node has), e.g. after NCCL_IB_HCA changed."""
+    seen = [(k, [m.group(1) for m in _iter(_HCA, n.group(1))]) for k in lines if (n := _NET_IB.search(k.body))]
+    seen = [(k, h) for k, h in seen if h]
+    if len(seen) < 2:
+        return None
+    most = max(seen, key=lambda x: len(x[1]))
+    last = seen[-1]
+    if len(last[1]) >= len(most[1]):
+        return None
+    var = _first(lines, _IB_HCA_VAR)
+    why = f"; NCCL_IB_HCA={var[1].group(1)} is set (line {var[0].number})" if var else ""
+    why_zh = f"；设置了 NCCL_IB_HCA={var[1].group(1)}（第 {var[0].number} 行）" if var else ""
+    en = (f"NCCL now uses {len(last[1])} InfiniBand HCA(s) ({', '.join(last[1][:4])}; line {last[0].number}) where it "
+          f"used {len(most[1])} before (line {most[0].number}){why}: every collective shares {len(last[1])} "
+          f"link(s) instead of {len(most[1])}.")
+    zh = (f"NCCL 现在只用 {len(last[1])} 块 InfiniBand 网卡（{', '.join(last[1][:4])}；第 {last[0].number} 行），之前用的是 "
+          f"{len(most[1])} 块（第 {most[0].number} 行）{why_zh}：所有集合通信只能挤在 {len(last[1])} 条链路上。")
+    return Reading(modes=["communication-bottleneck", "slow-training"], kind="nccl-hcas", line=last[0].number, en=en,
+                   zh=zh, causes={"communication-bottleneck": "ib-unavailable"}, delta=0.6, confidence=0.9,
+                   why_en=f"NCCL uses {len(last[1])} of {len(most[1])} HCAs (line {last[0].number})",
+                   why_zh=f"NCCL 只用了 {len(most[1])} 块网卡中的 {len(last[1])} 块（第 {last[0].number} 行）")

@@ -383,6 +383,15 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         candidates, boosts = _candidates(engine, scanner, tracebacks, metrics)
         for r in readings:  # the numbers point at a cause: the tree ranks it with the reading as its reason
             why = Reason(r.why_en or r.en, r.why_zh or r.zh)
+            if r.confidence > 0:  # decisive numbers (comm timers that grew while compute did not) name the mode
+                c = next((c for c in candidates if c.failure_mode == r.modes[0]), None)
+                if c is None:
+                    c = Candidate(failure_mode=r.modes[0], confidence=r.confidence, route="metrics", evidence=[])
+                    candidates.append(c)
+                c.confidence = max(c.confidence, r.confidence)
+                if r.text and all(e.line != r.line for e in c.evidence):
+                    c.evidence.insert(0, Evidence(line=r.line, text=display(r.text), match=r.kind,
+                                                  source=f"reading:{r.kind}", strength="strong"))
             for mode, cause in r.causes.items():
                 boosts.setdefault(mode, {})[cause] = (r.delta, why)
             for mode, cause in r.against.items():

@@ -501,3 +501,24 @@ def test_megatron_logging_a_grad_norm_means_clipping_is_on(assistant):
                                          (2.2, 0.5), (2.1, 0.32)])]
     d = assistant.diagnose("\n".join(rows))
     assert d.facts.get("grad-clipping") == "yes"
+
+
+def test_comm_timers_that_grew_while_compute_did_not_name_a_comm_bottleneck(assistant):
+    def table(sync, gather):
+        return ["(min, max) time across ranks (ms):",
+                "    forward-backward ...............................: (2100.10, 2110.50)",
+                f"    all-grads-sync .................................: ({sync - 5:.2f}, {sync:.2f})",
+                f"    params-all-gather ..............................: ({gather - 3:.2f}, {gather:.2f})",
+                "    optimizer ......................................: (80.10, 81.00)"]
+    text = "\n".join([
+        "host-a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB; OOB eth0",
+        *table(210.0, 90.0),
+        "host-b:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_2:1/IB; OOB eth0",
+        *table(1900.0, 700.0),
+    ])
+    d = assistant.diagnose(text)
+    top = d.candidates[0]
+    assert top.failure_mode == "communication-bottleneck" and top.causes[0].id == "ib-unavailable"
+    assert any("all-grads-sync 210 → 1900 ms" in r for r in top.readings)
+    assert any("1 InfiniBand HCA(s) (mlx5_2" in r and "used 4 before" in r for r in top.readings)
+    assert "NCCL_IB_HCA" in top.fixes[0].code.code
