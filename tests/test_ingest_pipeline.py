@@ -103,7 +103,8 @@ def test_plain_text_without_overlay_is_skipped(tmp_path):
     assert report.counts("record")["added"] == 15
     # Without the guide, nan-loss holds only the runbook's additions: no guide citations, no table causes.
     nan = json.loads((tmp_path / "out" / "modes" / "nan-loss.json").read_text(encoding="utf-8"))
-    assert nan.get("causes", []) == [] and {c["source_kind"] for c in nan["citations"]} == {"runbook"}
+    assert [c["id"] for c in nan.get("causes", [])] == ["no-label-tokens", "log-of-softmax"]
+    assert {c["source_kind"] for c in nan["citations"]} == {"runbook"}
 
 
 def test_report_counts_per_source(tmp_path):

@@ -23,7 +23,7 @@ def test_kb_list_json_has_all_modes():
     data = json.loads(result.stdout)
     assert [r["id"] for r in data["records"]] == list(MODE_IDS)
     nan = data["records"][0]
-    assert nan["category"] == "numeric" and nan["counts"]["causes"] == 5 and nan["title"]["zh"] == "Loss 变为 NaN"
+    assert nan["category"] == "numeric" and nan["counts"]["causes"] == 7 and nan["title"]["zh"] == "Loss 变为 NaN"
 
 
 def test_kb_show_renders_record_in_both_languages():
@@ -44,7 +44,7 @@ def test_kb_show_labels_runbook_citations():
 
 def test_kb_show_json_and_unknown_id():
     result = runner.invoke(app, ["kb", "show", "cuda-oom", "--json"])
-    assert json.loads(result.stdout)["causes"][-1]["id"] == "memory-fragmentation"
+    assert json.loads(result.stdout)["causes"][-1]["id"] == "step-tensors-kept-alive"
     unknown = runner.invoke(app, ["kb", "show", "cuda-om"])
     assert isinstance(unknown.exception, KnowledgeBaseError) and "did you mean cuda-oom" in str(unknown.exception)
 
