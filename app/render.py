@@ -337,12 +337,18 @@ def _m(cite: int) -> str:
     return f"\x00{cite}\x00"
 
 
-def _number(text: str) -> tuple[str, list[int]]:
-    order: list[int] = []
+def renumber(text: str, order: list[int]) -> str:
+    """Citation placeholders → ``[1]``, ``[2]``… in order of first appearance; ``order`` collects the cited
+    ids and may be shared across several texts (one answer split into many blocks)."""
     parts = text.split("\x00")
     for i in range(1, len(parts), 2):
         n = int(parts[i])
         if n not in order:
             order.append(n)
         parts[i] = f"[{order.index(n) + 1}]"
-    return "".join(parts), order
+    return "".join(parts)
+
+
+def _number(text: str) -> tuple[str, list[int]]:
+    order: list[int] = []
+    return renumber(text, order), order

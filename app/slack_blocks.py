@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from app.render import LABELS, checked_series, decisive_evidence, source_label
+from app.render import LABELS, checked_series, decisive_evidence, renumber, source_label
 from assistant.diagnosis import CandidateView, Diagnosis, FixView
 
 # Slack's documented limits (Block Kit reference); the split below keeps under them with some margin.
@@ -269,13 +269,7 @@ def _number(blocks: list[dict]) -> list[int]:
     order: list[int] = []
 
     def fix(text: str) -> str:
-        parts = text.split("\x00")
-        for i in range(1, len(parts), 2):
-            n = int(parts[i])
-            if n not in order:
-                order.append(n)
-            parts[i] = f"[{order.index(n) + 1}]"
-        return "".join(parts)
+        return renumber(text, order)
 
     for block in blocks:
         if "text" in block and isinstance(block["text"], dict):

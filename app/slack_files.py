@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from app.web_upload import MIB, check_name, mib
+from app.web_upload import check_name, copy_capped, mib
 from assistant.errors import InputError
 
 SLACK_FILE_HOSTS = ("files.slack.com",)
@@ -43,15 +43,10 @@ def download(client, file_id: str, limit: int) -> tuple[Path, str]:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {client.token}"})
     workdir = Path(tempfile.mkdtemp(prefix="trainfix-slack-"))
     path = workdir / "upload"
-    total = 0
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT) as resp, path.open("wb") as out:  # noqa: S310 - https or the API host
-            while chunk := resp.read(MIB):
-                total += len(chunk)
-                if total > limit:
-                    raise InputError(f"{name} is over the upload limit of {mib(limit)}; share its last part, "
-                                     "or run `trainfix diagnose FILE` locally")
-                out.write(chunk)
+            copy_capped(resp, out, limit, f"{name} is over the upload limit of {mib(limit)}; share its last part, "
+                                          "or run `trainfix diagnose FILE` locally")
     except OSError as err:
         _remove(path)
         raise InputError(f"{name}: the download from Slack failed ({type(err).__name__})") from None

@@ -60,19 +60,25 @@ def _looks_binary(head: bytes) -> bool:
     return bad > 3 and bad > BINARY_SHARE * len(text)
 
 
-def _gunzip(src: Path, dest: Path, cap: int) -> int:
+def copy_capped(src, out, cap: int, too_large: str) -> int:
+    """Copy ``src`` (a binary reader) to ``out`` in MiB chunks; :class:`InputError` ``too_large`` as soon as
+    more than ``cap`` bytes have come, so an oversized input is never held whole."""
     total = 0
+    while chunk := src.read(MIB):
+        total += len(chunk)
+        if total > cap:
+            raise InputError(too_large)
+        out.write(chunk)
+    return total
+
+
+def _gunzip(src: Path, dest: Path, cap: int) -> int:
     try:
         with gzip.open(src, "rb") as zin, dest.open("wb") as out:
-            while chunk := zin.read(MIB):
-                total += len(chunk)
-                if total > cap:
-                    raise InputError(f"{src.name} expands to more than {mib(cap)}: too large to triage here; "
-                                     "run `trainfix diagnose FILE` on your machine instead")
-                out.write(chunk)
+            return copy_capped(zin, out, cap, f"{src.name} expands to more than {mib(cap)}: too large to triage "
+                                              "here; run `trainfix diagnose FILE` on your machine instead")
     except (OSError, EOFError) as err:  # gzip.BadGzipFile is an OSError
         raise InputError(f"{src.name}: not a readable .gz file ({err})") from None
-    return total
 
 
 @contextlib.contextmanager
