@@ -357,8 +357,10 @@ def _data_wait(pts: list[SeriesPoint], step_time) -> Trend | None:
         return None
     slow = [p for p in pts if p.value > 10 * median(q.value for q in pts)]
     gaps = [b.step - a.step for a, b in zip(slow, slow[1:])]
-    every = f"; the long waits come every {median(gaps):g} steps" if len(slow) >= 3 and len(set(gaps)) == 1 else ""
-    every_zh = f"；长等待每隔 {median(gaps):g} 步出现一次" if every else ""
+    periodic = len(slow) >= 3 and len(set(gaps)) == 1
+    typical = sum(p.value for p in slow) / len(slow) if slow else 0.0
+    every = f"; the long waits, about {typical:.2g} s each, come every {median(gaps):g} steps" if periodic else ""
+    every_zh = f"；长等待每次约 {typical:.2g} 秒，每隔 {median(gaps):g} 步出现一次" if periodic else ""
     en = (f"the training loop waits {mean:.3g} s per step on average for the next batch (up to {worst.value:.3g} s at "
           f"step {worst.step:g}){every}: data loading, not the GPU, sets the pace.")
     zh = (f"训练循环平均每步要等 {mean:.3g} 秒才拿到下一个 batch（第 {worst.step:g} 步最长 {worst.value:.3g} 秒）{every_zh}："
