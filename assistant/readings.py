@@ -35,6 +35,7 @@ _INDEX = re2.compile(r"(?i)index (-?\d+) is out of bounds for dimension \d+ with
 _VOCAB = re2.compile(r"(?i)\b(?:vocab_size|num_embeddings|embedding size|vocab size|vocab)[\"']?\s*[:=]?\s*(\d{3,7})\b")
 _TOKENIZER_LEN = re2.compile(r"(?i)\blen\(tokenizer\)\s*[:=]?\s*(\d{3,7})\b|\btokenizer (?:has|size|length)\D{0,12}(\d{3,7})\b")
 _MAX_ID = re2.compile(r"(?i)\bmax(?:imum)?[ _](?:token[ _])?(?:input[ _])?id[s]?\W{0,6}(\d{3,7})\b")
+_NUM_WORKERS = re2.compile(r"(?i)\bnum_workers\s*[=:]\s*(\d+)\b")
 _KILLED = re2.compile(r"(?i)Killed process (\d+) \(([^)]{1,40})\)(?:.*?total-vm:(\d+)kB)?(?:.*?anon-rss:(\d+)kB)?")
 _CGROUP = re2.compile(r"(?i)(?:memory cgroup out of memory|oom-kill:constraint=CONSTRAINT_MEMCG|OOMKilled)")
 _LIMIT = re2.compile(r"(?i)(?:memory[._ ]?limit|memory\.max|limits?\.memory|mem_limit)\W{0,6}(\d+(?:\.\d+)?)\s*(GiB|Gi|GB|G|MiB|Mi|MB|M)\b")
@@ -304,12 +305,12 @@ def _killed(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     zh += "。"
     cause = None
     if worker:
-        shuffle = _first(lines, _SHUFFLE)
-        if shuffle is not None and int(shuffle[1].group(1).replace("_", "")) >= 10000:
+        shuffle = _large_shuffle(lines)
+        if shuffle is not None:
             # the worker's memory is its shuffle buffer (see _shuffle_buffer)
             cause = "shuffle-buffer-per-worker"
-            en += f" It is a DataLoader worker, and each worker holds the shuffle buffer of line {shuffle[0].number}."
-            zh += f" 这是 DataLoader worker，而每个 worker 都持有第 {shuffle[0].number} 行的 shuffle buffer。"
+            en += f" It is a DataLoader worker, and each worker holds the shuffle buffer of line {shuffle[0][0].number}."
+            zh += f" 这是 DataLoader worker，而每个 worker 都持有第 {shuffle[0][0].number} 行的 shuffle buffer。"
         else:
             cause = "dataloader-workers-memory"
             en += " It is a DataLoader worker: fewer workers or a dataset that is not copied into each worker comes first."
@@ -587,7 +588,7 @@ def _fallback(lines: Sequence[KeptLine]) -> tuple[str, str, int] | None:
     named: dict[str, tuple[int, int]] = {}
     resumed: str | None = None
     for k in lines:
-        for m in _iter(_CKPT_NAME, k.body):
+        for m in _CKPT_NAME.finditer(k.body):
             named.setdefault(m.group(1), (int(m.group(2)), k.number))
             if resumed is None and _RESUME.search(k.body):
                 resumed = m.group(1)
@@ -604,7 +605,6 @@ def _fallback(lines: Sequence[KeptLine]) -> tuple[str, str, int] | None:
 
 # torch.profiler table row: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__...   61.84%   7.412s   63.10%   7.563s"
 _PROFILED_LOADER = re2.compile(r"enumerate\(DataLoader\)\S*\s+(\d+(?:\.\d+)?)%\s+(\d+(?:\.\d+)?\s*m?s)\b")
-_WORKERS = re2.compile(r"\bnum_workers\s*[=:]\s*(\d+)\b")
 LOADER_SHARE = 20.0  # % of profiled time spent waiting for the next batch that makes the loader the bottleneck
 
 
@@ -614,7 +614,7 @@ def _profiled_loader(lines: Sequence[KeptLine], _total: float | None) -> Reading
     if found is None or float(found[1].group(1)) < LOADER_SHARE:
         return None
     k, m = found
-    workers = _first(lines, _WORKERS)
+    workers = _first(lines, _NUM_WORKERS)
     none = workers is not None and workers[1].group(1) == "0"
     en = (f"The profiler puts {m.group(1)}% of the step ({m.group(2)}) in fetching the next batch "
           f"(`enumerate(DataLoader)`, line {k.number}): the input pipeline, not the model, sets the pace")
@@ -658,18 +658,26 @@ def _memcg(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
 # a streaming dataset's shuffle buffer: ".shuffle(500000)", "shuffle(buffer_size=100_000)", "shuffle_buffer_size: 200000"
 _SHUFFLE = re2.compile(r"(?i)(?:\.shuffle\(\s*(?:buffer_size\s*=\s*)?|shuffle_buffer(?:_size)?\W{0,3}[=:]\s*)([\d_]{4,9})\b")
 _PER_SAMPLE = re2.compile(r"(?i)(\d+(?:\.\d+)?)\s*(KB|KiB|MB|MiB)\s*(?:per|/|each)\s*(?:sample|image|example|record)")
-_NUM_WORKERS = re2.compile(r"(?i)\bnum_workers\s*[=:]\s*(\d+)\b")
+
+
+LARGE_SHUFFLE = 10000  # samples: a buffer this large per worker is a memory budget of its own
+
+
+def _large_shuffle(lines: Sequence[KeptLine]) -> tuple[tuple[KeptLine, object], int] | None:
+    """The first shuffle buffer of at least LARGE_SHUFFLE samples, and its size."""
+    found = _first(lines, _SHUFFLE)
+    if found is None:
+        return None
+    n = int(found[1].group(1).replace("_", ""))
+    return (found, n) if n >= LARGE_SHUFFLE else None
 
 
 def _shuffle_buffer(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     """A large shuffle buffer of a streaming dataset: every DataLoader worker holds its own copy."""
-    found = _first(lines, _SHUFFLE)
+    found = _large_shuffle(lines)
     if found is None:
         return None
-    k, m = found
-    n = int(m.group(1).replace("_", ""))
-    if n < 10000:
-        return None
+    (k, _), n = found
     workers = _first(lines, _NUM_WORKERS)
     w = int(workers[1].group(1)) if workers else None
     size = _first(lines, _PER_SAMPLE)
@@ -842,7 +850,7 @@ def _class_report(lines: Sequence[KeptLine], _total: float | None) -> Reading | 
     for k in lines:
         m = _COUNTS.search(k.body) if ":" in k.body and "{" in k.body else None
         if m:
-            items = [(a.strip(), int(b)) for a, b in (x.groups() for x in _iter(_COUNT_ITEM, m.group(1)))]
+            items = [(a.strip(), int(b)) for a, b in (x.groups() for x in _COUNT_ITEM.finditer(m.group(1)))]
             if len(items) >= 2:
                 counts = (k, items)
                 break
@@ -859,16 +867,6 @@ def _class_report(lines: Sequence[KeptLine], _total: float | None) -> Reading | 
                    causes={"data-imbalance": "classifier-class-imbalance"}, delta=0.5,
                    why_en=f"{names} never predicted ({where})", why_zh=f"{names} 从未被预测（第 {rows[0][0].number}–{rows[-1][0].number} 行）")
 
-
-def _iter(pattern, text: str):
-    """Every non-overlapping match of an RE2 pattern (google-re2 has no finditer on compiled objects everywhere)."""
-    pos = 0
-    while pos <= len(text):
-        m = pattern.search(text, pos)
-        if m is None:
-            return
-        yield m
-        pos = m.end() if m.end() > pos else pos + 1
 
 
 _IN_GENERATE = re2.compile(r"\b(?:generate|_beam_search|_sample|greedy_search|beam_search|prediction_step)\b")
@@ -959,7 +957,7 @@ _IB_HCA_VAR = re2.compile(r"\bNCCL_IB_HCA\s*=\s*(\S+)")
 
 def _nccl_hcas(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     """NCCL using fewer InfiniBand HCAs than it did before (or than the node has), e.g. after NCCL_IB_HCA changed."""
-    seen = [(k, [m.group(1) for m in _iter(_HCA, n.group(1))]) for k in lines if (n := _NET_IB.search(k.body))]
+    seen = [(k, [m.group(1) for m in _HCA.finditer(n.group(1))]) for k in lines if (n := _NET_IB.search(k.body))]
     seen = [(k, h) for k, h in seen if h]
     if len(seen) < 2:
         return None

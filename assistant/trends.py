@@ -265,6 +265,15 @@ def _memory_growth(pts: list[SeriesPoint]) -> Trend | None:
                  ratio=round(last.value / first.value, 2), en=en, zh=zh)
 
 
+def _at(p: SeriesPoint, stepped: bool) -> str:
+    """Where a point is: its step when the log has steps, else its input line (an entry index is no step)."""
+    return f"step {p.step:g}" if stepped else f"line {p.line}"
+
+
+def _at_zh(p: SeriesPoint, stepped: bool) -> str:
+    return f"第 {p.step:g} 步" if stepped else f"第 {p.line} 行"
+
+
 SURGE_RATIO = 20.0  # grad norm peak at least 20x where it started ...
 RECOVERED = 3.0  # ... and not back within 3x of it by the last logged point
 
@@ -287,10 +296,10 @@ def _surge(samples: list[SeriesPoint], loss: list[SeriesPoint], stepped: bool) -
     n = sum(1 for p in pts if start.line < p.line <= peak.line)
 
     def at(p: SeriesPoint) -> str:
-        return f"step {p.step:g}, line {p.line}" if stepped else f"line {p.line}"
+        return f"{_at(p, stepped)}, line {p.line}" if stepped else _at(p, stepped)
 
     def at_zh(p: SeriesPoint) -> str:
-        return f"第 {p.step:g} 步，第 {p.line} 行" if stepped else f"第 {p.line} 行"
+        return f"{_at_zh(p, stepped)}，第 {p.line} 行" if stepped else _at_zh(p, stepped)
 
     en = (f"grad norm went from {start.value:g} ({at(start)}) to {peak.value:g} ({at(peak)}), "
           f"{peak.value / start.value:.0f}× in {n} logged point(s)")
@@ -331,10 +340,7 @@ def _transient(loss: list[SeriesPoint], grad: list[SeriesPoint], stepped: bool) 
     if base <= 0 or peak.value < TRANSIENT_RISE * base or last.value > TRANSIENT_BACK * base:
         return None
     g = next((p for p in grad if p.line == peak.line and p.value is not None), None)
-    at = f"step {peak.step:g}" if stepped else f"line {peak.line}"
-    at_zh = f"第 {peak.step:g} 步" if stepped else f"第 {peak.line} 行"
-    by = f"step {last.step:g}" if stepped else f"line {last.line}"
-    by_zh = f"第 {last.step:g} 步" if stepped else f"第 {last.line} 行"
+    at, at_zh, by, by_zh = _at(peak, stepped), _at_zh(peak, stepped), _at(last, stepped), _at_zh(last, stepped)
     gn = f" (grad norm {g.value:.3g})" if g is not None else ""
     gn_zh = f"（grad norm {g.value:.3g}）" if g is not None else ""
     en = (f"the loss jumped from about {base:.3g} to {peak.value:.3g} at {at}{gn} and was back to {last.value:.3g} by {by}: "
