@@ -18,6 +18,7 @@ LABELS = {
                                               "cases": "similar past incidents", "retrieval": "knowledge-base search"},
         "evidence": "Evidence", "line": "line", "rank": "rank",
         "causes": "Likely causes in this case", "likelihood": "rated likelihood", "check": "check",
+        "here": "here",
         "fixes": "What to do first", "steps": "How to confirm", "follow_up": "To narrow it down",
         "dont": "Don't (only hides the problem)",
         "left_out": "Left out for this case", "more_lines": "and {n} similar line(s)",
@@ -58,6 +59,7 @@ LABELS = {
                                            "retrieval": "知识库检索"},
         "evidence": "证据", "line": "第", "rank": "rank",
         "causes": "本例中可能的原因", "likelihood": "来源给出的概率", "check": "检测",
+        "here": "本例",
         "fixes": "先做什么", "steps": "如何确认", "follow_up": "需要确认",
         "dont": "不要这样做（只会掩盖问题）",
         "left_out": "本例中排除的建议", "more_lines": "以及 {n} 行类似的内容",
@@ -137,6 +139,8 @@ def _fix(lines: list[str], fix: FixView, lang: str = "en") -> None:
             text = rest
     head = f"{fix.priority}. {text}" if text else f"{fix.priority}."
     lines.append(f"{head} {_m(fix.cite)}")
+    if fix.here:
+        lines.append(f"   - {LABELS[lang]['here']}: {fix.here}")
     if fix.code and any(ln.strip() for ln in code):
         language = "bash" if fix.code.language == "shell" else fix.code.language
         lines.append("")

@@ -137,6 +137,8 @@ def _fix_text(fix: FixView, L: dict, lang: str) -> str:
     if dot and number.isdigit() and rest:  # the guide numbers some steps itself; the list numbers them already
         text = rest
     out = f"*{fix.priority}.* {escape(text)} {_cite(fix.cite)}".rstrip()
+    if fix.here:
+        out += f"\n_{escape(L['here'])}:_ {escape(fix.here)}"
     if fix.code and fix.code.code.strip():
         lines = fix.code.code.strip("\n").splitlines()
         if text and lines and lines[0].strip().lstrip("#").strip() == text.strip("# "):

@@ -81,7 +81,7 @@ def load_checks(path: str | Path) -> list[AnswerCheck]:
 
 
 def _fix_text(fix) -> str:
-    return "\n".join(filter(None, [fix.text, fix.code.code if fix.code else None]))
+    return "\n".join(filter(None, [fix.text, fix.here, fix.code.code if fix.code else None]))
 
 
 def judge(check: AnswerCheck, d: Diagnosis, rendered: str) -> CheckResult:

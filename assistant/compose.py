@@ -110,10 +110,12 @@ def _ruled_out(fix: Fix, ruled: Sequence[Contradiction], dropped: dict[str, Cont
 
 def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations,
            ruled: Sequence[Contradiction] = (), dropped: dict[str, Contradiction] | None = None,
+           here: dict[str, str] | None = None,
            ) -> tuple[list[FixView], list[DontView], list[LeftOutView]]:
     """Fixes acting on the likeliest causes first (in cause order), then the rest in the source's order;
     fixes that are a known dead end are taken out and shown with the dead end as "don't"; fixes a fact
-    of this case rules out are left out, with the reason."""
+    of this case rules out are left out, with the reason. ``here`` (cause → this case's values) is told
+    with the first fix that acts on that cause."""
     def key(fix: Fix) -> tuple[int, int]:
         hits = [top_causes.index(c) for c in fix.addresses if c in top_causes]
         return (min(hits) if hits else len(top_causes), fix.priority)
@@ -141,7 +143,12 @@ def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations,
             kept.append(fix)
         else:
             covered.setdefault(hit, []).append(fix)
-    fixes = [_fix_view(f, i, lang, cites) for i, f in enumerate(sorted(kept, key=key), start=1)]
+    ordered = sorted(kept, key=key)
+    fixes = [_fix_view(f, i, lang, cites) for i, f in enumerate(ordered, start=1)]
+    for cause, said in (here or {}).items():
+        first = next((v for f, v in zip(ordered, fixes) if cause in f.addresses), None)
+        if first is not None and first.here is None:
+            first.here = said
     dont = [DontView(text=d.text.get(lang), why=d.why.get(lang), cite=cites.add(d.citation),
                      fixes=[cites.add(f.citation) for f in covered.get(i, [])])
             for i, (d, _) in enumerate(ends)]
@@ -151,7 +158,7 @@ def _fixes(record: Record, top_causes: list[str], lang: Lang, cites: Citations,
 def candidate_view(
     record: Record, ranked_causes: Sequence[RankedCause], lang: Lang, cites: Citations, *,
     confidence: float, route: str, evidence: list[Evidence],
-    ruled: Sequence[Contradiction] = (),
+    ruled: Sequence[Contradiction] = (), here: dict[str, str] | None = None,
 ) -> CandidateView:
     """One candidate with the record's knowledge, causes ranked for this case; ``ruled``: the
     contradictions this case's facts trigger (their causes and fixes are left out, with the reason)."""
@@ -166,7 +173,7 @@ def candidate_view(
         else:
             causes.append(view)
     top = [c.id for c in causes[:2]]
-    fixes, dont, fixes_out = _fixes(record, top, lang, cites, ruled, dropped)
+    fixes, dont, fixes_out = _fixes(record, top, lang, cites, ruled, dropped, here)
     return CandidateView(
         failure_mode=record.failure_mode, category=record.category, title=record.title.get(lang),
         confidence=round(confidence, 3), route=route, evidence=evidence,
@@ -221,7 +228,8 @@ def compose(
         route = cand.route if cand is not None and r.route == "triage" else r.route
         confidence = calibration(r.raw) if calibration is not None else r.raw
         view = candidate_view(record, causes, lang, cites, confidence=min(confidence, 0.99), route=route,
-                              evidence=evidence, ruled=tree.contradictions(r.mode, result.facts) if tree else ())
+                              evidence=evidence, ruled=tree.contradictions(r.mode, result.facts) if tree else (),
+                              here=_actions(result, r.mode, lang))
         view.score = round(min(r.raw, 1.0), 4)
         view.readings = _readings(result, r.mode, lang)
         _reading_evidence(view, result)
@@ -284,6 +292,16 @@ def _readings(result: Triage, mode: str, lang: Lang) -> list[str]:
     if result.metrics is not None:
         out += [(t.zh if lang == "zh" else t.en) for t in result.metrics.trends if mode in _TREND_MODES[t.kind]]
     return [redact(x).text for x in out]
+
+
+def _actions(result: Triage, mode: str, lang: Lang) -> dict[str, str]:
+    """Cause → the fix in this case's own values (a reading's action: the checkpoint to go back to, …)."""
+    out: dict[str, str] = {}
+    for r in result.readings:
+        act = r.act_zh if lang == "zh" and r.act_zh else r.act_en
+        if act and mode in r.causes:
+            out.setdefault(r.causes[mode], redact(act).text)
+    return out
 
 
 def _reading_evidence(view: CandidateView, result: Triage) -> None:

@@ -48,6 +48,7 @@ class FixView(_Model):
     text: str | None = None
     code: CodeView | None = None
     cite: int = Field(ge=1)
+    here: str | None = Field(default=None, description="what this fix means in this case, from the input's numbers")
 
 
 class DontView(_Model):

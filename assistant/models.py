@@ -143,6 +143,8 @@ class Reading(_Model):
     why_en: str = Field(default="", description="the short reason shown next to the cause")
     why_zh: str = ""
     confidence: float = Field(default=0.0, description="> 0: the numbers alone name modes[0] with this confidence")
+    act_en: str = Field(default="", description="the fix for the pointed-at cause, with this case's own values")
+    act_zh: str = ""
 
 
 class Trend(_Model):

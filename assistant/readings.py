@@ -69,7 +69,7 @@ def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) ->
     text = {k.number: k.body for k in lines}
     for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
                _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token,
-               _failed_share, _class_report, _generate_oom, _comm_timers, _nccl_hcas):
+               _failed_share, _class_report, _generate_oom, _comm_timers, _nccl_hcas, _longer_chosen):
         reading = fn(lines, total_steps)
         if reading is not None:
             out.append(reading.model_copy(update={"text": text.get(reading.line, "")}))
@@ -574,8 +574,13 @@ def _short_file(lines: Sequence[KeptLine], _total: float | None) -> Reading | No
         broken, good, line = back
         en += f" {broken} is the one being resumed; fall back to {good} (named at line {line}) once its files load."
         zh += f" 正在恢复的是 {broken}；回退到 {good}（第 {line} 行提到），先确认它的文件都能加载。"
+        act_en = (f"resume from {good} (line {line}) once all its files load; move {broken} aside, it is incomplete "
+                  f"({name} is {size} bytes, line {k.number}).")
+        act_zh = f"确认 {good}（第 {line} 行）的文件都能加载后从它恢复；把 {broken} 移到一边，它不完整（{name} 只有 {size} 字节，第 {k.number} 行）。"
+    else:
+        act_en = act_zh = ""
     return Reading(modes=["checkpoint-corruption"], kind="short-file", line=k.number, en=en, zh=zh,
-                   causes={"checkpoint-corruption": "incomplete-write"}, delta=0.3)
+                   causes={"checkpoint-corruption": "incomplete-write"}, delta=0.3, act_en=act_en, act_zh=act_zh)
 
 
 # checkpoint directory names with their step: checkpoint-14000, global_step12000, step_2000, iter_0004000
@@ -977,3 +982,46 @@ def _nccl_hcas(lines: Sequence[KeptLine], _total: float | None) -> Reading | Non
                    zh=zh, causes={"communication-bottleneck": "ib-unavailable"}, delta=0.6, confidence=0.9,
                    why_en=f"NCCL uses {len(last[1])} of {len(most[1])} HCAs (line {last[0].number})",
                    why_zh=f"NCCL 只用了 {len(most[1])} 块网卡中的 {len(last[1])} 块（第 {last[0].number} 行）")
+
+
+# The share of preference pairs whose chosen response is the longer one (the runbook's diagnosis step prints it):
+# "chosen is longer in 89% of 412008 pairs", "pairs where chosen is longer than rejected: 365,117 / 412,008 (88.6%)"
+_LONGER_CHOSEN = re2.compile(r"(?i)(?:chosen\b.{0,40}\blonger|longer\b.{0,40}\bchosen|chosen.{0,20}更长|更长.{0,20}chosen)"
+                             r".{0,80}?(\d{1,3}(?:\.\d+)?)\s*%")
+# what the length bias did to the reward model: a correlation with length, near-chance accuracy on length-matched pairs
+_LENGTH_CORR = re2.compile(r"(?i)(?:corr\w*|pearson|spearman)\W.{0,40}length.{0,40}?[:=]\s*(-?0?\.\d+)|"
+                           r"(?:corr\w*|pearson|spearman)\W.{0,40}length\W.{0,40}?\b(?:is|of)\s+(-?0?\.\d+)")
+_LENGTH_MATCHED = re2.compile(r"(?i)(?:length[- ](?:controlled|matched|balanced)|长度(?:平衡|相近|匹配)).{0,80}?[:=]\s*(0?\.\d+|\d{1,2}(?:\.\d+)?\s*%)")
+LENGTH_SKEW = 15.0  # percentage points from an even split that make length a shortcut the reward model can learn
+
+
+def _longer_chosen(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
+    """Preference pairs whose chosen response is nearly always the longer one: the reward model learns length."""
+    found = _first(lines, _LONGER_CHOSEN)
+    if found is None:
+        return None
+    k, m = found
+    share = float(m.group(1))
+    if abs(share - 50.0) < LENGTH_SKEW or share > 100:
+        return None
+    side, side_zh = ("longer", "更长") if share > 50 else ("shorter", "更短")
+    en = (f"In {m.group(1)}% of the preference pairs the chosen response is the longer one (line {k.number}), "
+          "so response length alone predicts the preference")
+    zh = f"{m.group(1)}% 的偏好样本对里 chosen 回答是更长的那个（第 {k.number} 行），只看长度就能猜中偏好"
+    corr, matched = _first(lines, _LENGTH_CORR), _first(lines, _LENGTH_MATCHED)
+    if corr is not None:
+        r = corr[1].group(1) or corr[1].group(2)
+        en += f"; the reward correlates with length ({r}, line {corr[0].number})"
+        zh += f"；奖励分数与长度相关（{r}，第 {corr[0].number} 行）"
+    if matched is not None:
+        en += f"; on pairs of similar length it scores {matched[1].group(1)} (line {matched[0].number}), about chance"
+        zh += f"；在长度相近的样本对上只有 {matched[1].group(1)}（第 {matched[0].number} 行），约等于随机"
+    en += (f": the reward model learned to prefer {side} answers, and a policy trained on it will exploit that. "
+           "Balance the pairs by length (or add a length penalty) and evaluate on length-matched pairs; "
+           "more epochs or a bigger base model learn the same shortcut.")
+    zh += (f"：奖励模型学会了偏好{side_zh}的回答，用它训练的策略会利用这一点。按长度平衡样本对（或加长度惩罚），"
+           "并在长度相近的样本对上评估；多训几个 epoch 或换更大的基座只会学到同样的捷径。")
+    return Reading(modes=["data-imbalance"], kind="length-preference", line=k.number, en=en, zh=zh,
+                   causes={"data-imbalance": "reward-pair-skew"}, delta=0.5, confidence=0.6,
+                   why_en=f"chosen is {side} in {m.group(1)}% of pairs (line {k.number})",
+                   why_zh=f"{m.group(1)}% 的样本对 chosen 更{side_zh[-1]}（第 {k.number} 行）")

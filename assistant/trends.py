@@ -9,6 +9,8 @@ norm that grows for many steps before the loss blows up.
 
 from __future__ import annotations
 
+import math
+
 from statistics import median
 
 from assistant.models import MetricFinding, MetricsReport, SeriesPoint, Trend
@@ -94,6 +96,14 @@ def _fmt(v: float, unit: str = "") -> str:
     return f"{text} {unit}".strip() if unit else text
 
 
+def _about(v: float, unit: str = "") -> str:
+    """A steady level rounded to 3 significant digits (3953.25 → "3950"): the noise is larger than the rest."""
+    if v == 0 or not math.isfinite(v):
+        return _fmt(v, unit)
+    r = round(v, 2 - int(math.floor(math.log10(abs(v)))))
+    return _fmt(r, unit) if abs(r) < 100 else f"{r:.0f} {unit}".strip()
+
+
 def _monotone(name: str, pts: list[SeriesPoint], rising: bool) -> Trend | None:
     if len(pts) < MIN_POINTS:
         return None
@@ -122,10 +132,16 @@ def _monotone(name: str, pts: list[SeriesPoint], rising: bool) -> Trend | None:
                       > 0.5 * abs(last - first)), window[0])
         label_en = "step time" if name == "step_time" else f"throughput ({name})"
         label_zh = "每步耗时" if name == "step_time" else f"吞吐（{name}）"
-        en = (f"{label_en} jumped {ratio:.1f}× at step {onset.step:g} ({_fmt(first)} → {_fmt(last)}) and stayed "
+        # the two levels are the medians of everything before and after the onset, as a person reads them
+        i = pts.index(onset)
+        first, last = _level([p.value for p in pts[:i]] or [first]), _level([p.value for p in pts[i:]])
+        ratio = last / first
+        unit = _UNITS.get(name, "")
+        first_s, last_s = _about(first, unit), _about(last, unit)
+        en = (f"{label_en} jumped {ratio:.1f}× at step {onset.step:g} (about {first_s} → about {last_s}) and stayed "
               "there: something changed at that point (a restart with other settings or environment, another "
               "node, different data), not a cost that grows step by step.")
-        zh = (f"{label_zh}在第 {onset.step:g} 步突然变为原来的 {ratio:.1f} 倍（{_fmt(first)} → {_fmt(last)}）并一直保持："
+        zh = (f"{label_zh}在第 {onset.step:g} 步突然变为原来的 {ratio:.1f} 倍（约 {first_s} → 约 {last_s}）并一直保持："
               "是那个时间点发生了变化（换了设置或环境重启、换了节点、数据变了），而不是每步开销逐渐增长。")
         return Trend(kind="jump", series=name, start_step=onset.step, end_step=pts[-1].step, line=onset.line,
                      ratio=round(ratio, 3), en=en, zh=zh)

@@ -284,6 +284,15 @@ def test_a_step_change_is_a_jump_not_a_steady_trend():
     assert t.kind == "jump" and t.start_step == 1000 and "jumped 2.6× at step 1000" in t.en
 
 
+def test_a_jump_states_the_levels_before_and_after_it_as_a_person_reads_them():
+    before = [3961.0, 3942.0, 3957.0, 3949.0, 3944.0, 3963.0, 3952.0, 3958.0]
+    after = [9874.0, 9876.0, 9811.0, 9813.0, 9796.0, 9757.0, 9806.0, 9820.0]
+    pts = [(100 + 10 * i, v) for i, v in enumerate(before + after)]
+    (t,) = find_trends(MetricsReport(series=[_series("step_time", pts)]))
+    # medians of all points on each side (3954.5, 9812), not of the first and last few; 3 significant digits
+    assert t.kind == "jump" and t.start_step == 180 and "about 3950 → about 9810" in t.en
+
+
 # -- more readings: logits, unsupervised batches, skipped steps, truncated files, profiler -----------
 
 def test_oom_whose_request_is_the_logits_names_the_product():
@@ -491,6 +500,36 @@ def test_an_empty_shard_names_the_earlier_checkpoint_to_fall_back_to():
     ])
     (r,) = read_numbers(_lines(text))
     assert "0 bytes" in r.en and r.line == 4 and "checkpoint-900" in r.en and "fall back to checkpoint-600" in r.en
+    assert r.act_en.startswith("resume from checkpoint-600") and "checkpoint-900 aside" in r.act_en
+
+
+def test_the_recovery_fix_says_which_checkpoint_to_resume_from(assistant):
+    text = "\n".join([
+        "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+        "while resuming with resume_from_checkpoint=run7/step_4000",
+        "-rw-r--r-- 1 u u 8000000000 Mar  3 11:00 rank_0.pt",
+        "-rw-r--r-- 1 u u     524288 Mar  3 11:00 rank_1.pt",
+        "step_3000 and step_2000 are still on disk",
+    ])
+    top = assistant.diagnose(text).candidates[0]
+    assert top.failure_mode == "checkpoint-corruption"
+    first = top.fixes[0]
+    assert first.here and "step_3000" in first.here and "step_4000" in first.here
+    assert sum(f.here is not None for f in top.fixes) == 1  # told once, with the fix that acts on the cause
+    assert "step_3000" in markdown(assistant.diagnose(text))
+
+
+def test_preference_pairs_whose_chosen_answer_is_nearly_always_longer_are_a_length_shortcut():
+    text = "\n".join([
+        "chosen is longer in 81% of 20000 pairs",
+        "spearman corr between reward and length = 0.71",
+        "accuracy on length-balanced pairs: 0.52",
+    ])
+    (r,) = read_numbers(_lines(text))
+    assert r.kind == "length-preference" and r.modes == ["data-imbalance"] and r.confidence > 0
+    assert "81%" in r.en and "0.71" in r.en and "0.52" in r.en and "longer answers" in r.en
+    assert r.causes == {"data-imbalance": "reward-pair-skew"}
+    assert read_numbers(_lines("chosen is longer in 52% of 20000 pairs")) == []  # an even split is no shortcut
 
 
 def test_megatron_logging_a_grad_norm_means_clipping_is_on(assistant):
