@@ -25,10 +25,12 @@ def _register() -> None:
         commands_retrieval,
         commands_slack,
         commands_triage,
+        commands_watch,
         commands_web,
     )
 
-    for module in (commands_assistant, commands_triage, commands_retrieval, commands_kb, commands_web, commands_slack):
+    for module in (commands_assistant, commands_triage, commands_retrieval, commands_kb, commands_web, commands_slack,
+                   commands_watch):
         module.register(app)
 
 

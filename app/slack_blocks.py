@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from app.render import LABELS, checked_series, decisive_evidence, renumber, source_label
 from assistant.diagnosis import CandidateView, Diagnosis, FixView
+from assistant.redact import redact
 
 # Slack's documented limits (Block Kit reference); the split below keeps under them with some margin.
 MAX_BLOCKS = 50
@@ -398,6 +399,18 @@ def split(blocks: list[dict], *, fallback: str) -> list[SlackMessage]:
         text = fallback if i == 0 else f"{fallback} ({i + 1}/{len(messages)})"
         out.append(SlackMessage(text=_clip(text, FALLBACK_CHARS), blocks=msg))
     return out
+
+
+def redact_blocks(value):
+    """Every string posted passes the redactor (the input was redacted already; this guards the rest)."""
+    if isinstance(value, str):
+        return redact(value).text if value else value
+    if isinstance(value, list):
+        return [redact_blocks(v) for v in value]
+    if isinstance(value, dict):
+        return {k: (redact_blocks(v) if k in ("text", "elements", "fields", "value") or isinstance(v, (dict, list))
+                    else v) for k, v in value.items()}
+    return value
 
 
 def notice_message(text: str) -> SlackMessage:

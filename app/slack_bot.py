@@ -37,6 +37,7 @@ from app.slack_blocks import (
     escape,
     notice_message,
     parse_follow_up,
+    redact_blocks,
 )
 from app.slack_events import EventLog
 from app.slack_files import download
@@ -100,18 +101,6 @@ def slack_text(text: str, bot_user_id: str | None = None) -> str:
     return plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&").strip()
 
 
-def _redact_blocks(value):
-    """Every string posted passes the redactor (the input was redacted already; this guards the rest)."""
-    if isinstance(value, str):
-        return redact(value).text if value else value
-    if isinstance(value, list):
-        return [_redact_blocks(v) for v in value]
-    if isinstance(value, dict):
-        return {k: (_redact_blocks(v) if k in ("text", "elements", "fields", "value") or isinstance(v, (dict, list))
-                    else v) for k, v in value.items()}
-    return value
-
-
 @dataclass
 class Where:
     """Where an answer goes: a channel and the thread (``thread_ts`` None = start a new thread)."""
@@ -138,7 +127,7 @@ class SlackBot:
         thread_ts = where.thread_ts
         for msg in messages:
             resp = client.chat_postMessage(channel=where.channel, thread_ts=thread_ts, text=redact(msg.text).text,
-                                           blocks=_redact_blocks(msg.blocks), unfurl_links=False, unfurl_media=False)
+                                           blocks=redact_blocks(msg.blocks), unfurl_links=False, unfurl_media=False)
             thread_ts = thread_ts or resp["ts"]
         return thread_ts
 

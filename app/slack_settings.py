@@ -22,6 +22,19 @@ class SlackSettings(Settings):
     slack_max_upload_mb: float | None = Field(
         default=None, gt=0, description="largest shared log the bot downloads, in MiB; default: web_max_upload_mb")
 
+    slack_webhook_url: SecretStr | None = Field(default=None, description="incoming webhook `trainfix watch` and "
+                                                "the Trainer callback post alerts to")
+    slack_watch_channel: str | None = Field(default=None, description="channel the bot token posts watch alerts in "
+                                            "(when no webhook is set)")
+
+    def watch_target(self, channel: str | None = None):
+        """Where watch alerts go (:class:`app.watch_alerts.SlackTarget`); refuses an incomplete configuration."""
+        from app.watch_alerts import SlackTarget
+
+        return SlackTarget(webhook_url=self.slack_webhook_url.get_secret_value() if self.slack_webhook_url else None,
+                           token=self.slack_bot_token.get_secret_value() if self.slack_bot_token else None,
+                           channel=channel or self.slack_watch_channel, api_url=self.slack_api_url)
+
     @property
     def slack_upload_limit(self) -> int:
         """Bytes: the same limit as the web chat unless set for Slack."""

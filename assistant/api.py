@@ -73,6 +73,19 @@ class Assistant:
         result = triage_file(path, answers, kb_dir=self.settings.kb_dir)
         return self._answer(result, lang, answers)
 
+    def explain(self, result: Triage, *, lang: Lang | None = None) -> Diagnosis:
+        """The cited answer for a triage computed elsewhere (a finding of :class:`assistant.watch.Watcher`).
+
+        Rules and metrics only — no case memory, no retrieval, no model loaded — and the triage's first
+        candidate (the finding) stays first, with the others as alternatives.
+        """
+        ranking = rank(result, EMPTY)
+        focus = result.candidates[0].failure_mode if result.candidates else None
+        if focus is not None and ranking.ranked and ranking.ranked[0].mode != focus:
+            ranking.ranked.sort(key=lambda r: r.mode != focus)
+        return compose(result, self.knowledge, lang=lang or result.language, ranking=ranking,
+                       calibration=self.calibration, tree=self._engine().tree)
+
     def ask(self, message: str, history: Sequence[Exchange] = ()) -> Diagnosis:
         """Continue a conversation.
 

@@ -55,6 +55,25 @@ class Settings(BaseSettings):
     web_password: SecretStr | None = Field(default=None, description="password for `trainfix web`")
     web_max_upload_mb: float = Field(default=100.0, gt=0, description="largest log `trainfix web` accepts, in MiB")
 
+    # `trainfix watch` and the Trainer callback (assistant.watch): when a watched run is alerted on
+    watch_min_confidence: float = Field(default=0.5, ge=0.0, le=1.0,
+                                        description="a failure mode is alerted on from this triage confidence")
+    watch_grad_growth_steps: int = Field(default=5, ge=2, description="early warning: grad norm rose this many "
+                                         "consecutive logged steps ...")
+    watch_grad_growth_ratio: float = Field(default=3.0, gt=1.0, description="... and is this many times its value "
+                                           "before the rise")
+    watch_loss_scale_halvings: int = Field(default=3, ge=1, description="early warning: the FP16 loss scale halved "
+                                           "this many times below its peak")
+    watch_step_time_window: int = Field(default=10, ge=3, description="early warning: points in the step-time "
+                                        "baseline and in the recent window compared with it")
+    watch_step_time_ratio: float = Field(default=1.3, gt=1.0, description="early warning: recent median step time "
+                                         "this many times the baseline")
+    watch_memory_steps: int = Field(default=10, ge=3, description="early warning: GPU memory reserved (or "
+                                    "allocated) rose in 80 % of this many logged steps ...")
+    watch_memory_ratio: float = Field(default=1.2, gt=1.0, description="... and grew this many times over them")
+    watch_poll_seconds: float = Field(default=0.5, gt=0, description="`trainfix watch`: how often a quiet file is "
+                                      "checked for new lines, rotation and truncation")
+
     @property
     def sources_dir(self) -> Path:
         return self.kb_dir / "sources"

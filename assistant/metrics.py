@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -59,7 +60,7 @@ _DELIM_TABLE = str.maketrans({d: "\0" for d in "{},|[]'\";\t:=<>#"})
 _KEY_JUNK = "0123456789 _./()-"
 _SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient norm", "gnorm", "lr", "step_time",
                "step time", "iter time", "time", "tok/s", "tokens/s", "samples/s", "data_time", "data time", "iter",
-               "mem_alloc", "memory_allocated")
+               "mem_alloc", "memory_allocated", "mem_reserved", "memory_reserved")
 _NOT_TRAINING = frozenset({"val", "eval", "valid", "validation", "test", "dev", "evaluation"})
 _VALUE_SKIP = " \t'\"[("
 _TQDM = re2.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")
@@ -85,6 +86,9 @@ STEP_TIME_KEYS = {"elapsed time per iteration (ms)", "iter time (s)", "step_time
 # GPU memory allocated by PyTorch, as training loops log it (in the log's own unit, usually GiB)
 GPU_MEM_KEYS = {"mem_alloc", "memory_allocated", "mem_allocated", "mem_alloc_gb", "memory_allocated_gb",
                 "allocated_gb", "gpu_mem", "gpu_memory", "cuda_mem", "mem_alloc_gib", "memory/allocated"}
+# GPU memory reserved by PyTorch's caching allocator (what nvidia-smi shows; what runs out first)
+GPU_RESERVED_KEYS = {"mem_reserved", "memory_reserved", "mem_reserved_gb", "memory_reserved_gb", "reserved_gb",
+                     "max_memory_reserved", "mem_reserved_gib", "memory/reserved", "gpu_reserved"}
 # "Epoch 3 took 135.2 seconds", "step 40 took 812ms": a duration per step or epoch, in seconds.
 _TOOK = re2.compile(r"(?i)\btook\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds|min|mins|minutes)\b")
 _TOOK_UNIT = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minutes": 60.0}
@@ -98,7 +102,7 @@ def _num(text: str) -> float | None:
 
 
 KNOWN_KEYS = (LOSS_KEYS | GRAD_KEYS | LR_KEYS | LOSS_SCALE_KEYS | DATA_TIME_KEYS | STEP_KEYS | THROUGHPUT_KEYS
-              | STEP_TIME_KEYS | GPU_MEM_KEYS | {"epoch"})
+              | STEP_TIME_KEYS | GPU_MEM_KEYS | GPU_RESERVED_KEYS | {"epoch"})
 
 
 def key_values(line: str) -> list[tuple[str, float]]:
@@ -225,6 +229,9 @@ class MetricsAnalyser:
         self._dmon_sm: int | None = None  # column of "sm" in an `nvidia-smi dmon` header
         self._csv_util = False  # an `nvidia-smi --query-gpu=utilization.gpu` header was seen
         self.finding_lines: dict[int, tuple[str | None, str]] = {}  # line -> (rank, text) of kept findings
+        # Called with (series, value, step, line number, line text) for every point of a series (one rank): lets a
+        # watcher follow each series as it streams past without holding it (``assistant.watch``).
+        self.on_point: Callable[[str, float, float | None, int, str], None] | None = None
 
     # -- parsing ----------------------------------------------------------------------------
     def feed(self, number: int, body: str, rank: str | None = None) -> None:
@@ -283,6 +290,8 @@ class MetricsAnalyser:
                 values["step_time"] = v
             elif k in GPU_MEM_KEYS:
                 values["gpu_mem"] = v
+            elif k in GPU_RESERVED_KEYS:
+                values["gpu_reserved"] = v
             elif k == "epoch":
                 values["epoch"] = v
         if "{" in body and ("loss" in values or "grad_norm" in values) and "'" in body:
@@ -356,6 +365,8 @@ class MetricsAnalyser:
             s.first_step = step
         s.last_step, s.last_value = step, value
         s.sample(step, value, number, self._line)
+        if self.on_point is not None:
+            self.on_point(name, value, step, number, self._line[1])
         if not math.isfinite(value):
             return
         if name in THROUGHPUT_KEYS or name == "it/s":

@@ -201,6 +201,7 @@ class Chunker:
         chunk = Chunk(clean_bytes(raw, self.stats), self._next_line)
         self._next_line += raw.count(b"\n")
         self._ended_with_newline = raw.endswith(b"\n")
+        self.stats.lines = self._next_line - 1  # complete lines so far (a stream being watched); finish() adds the last
         return chunk
 
 

@@ -54,7 +54,7 @@ from assistant.tree import (
     tree_entries,
 )
 
-__all__ = ["triage", "triage_file", "triage_stream", "Scanner"]
+__all__ = ["triage", "triage_file", "triage_stream", "analyse", "Scanner"]
 
 HEAD_LINES = 400  # first lines always kept for structure analysis
 TAIL_LINES = 3000  # last lines always kept (the error is usually near the end)
@@ -326,7 +326,14 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         scanner.finish()
     except Exception as err:  # noqa: BLE001
         warnings.append(f"scan stage failed: {err}")
-    warnings.extend(scanner.warnings)
+    return analyse(scanner, answers, warnings)
+
+
+def analyse(scanner: Scanner, answers: dict[str, str] | None = None, warnings: list[str] | None = None) -> Triage:
+    """The stages after the one-pass scan, on what ``scanner`` holds so far (bounded state; the scanner can go on
+    being fed afterwards, which is how ``assistant.watch`` diagnoses a log while it grows)."""
+    engine = scanner.engine
+    warnings = [*(warnings or []), *scanner.warnings]
     stats = scanner.chunker.stats
     notices = stats.notices()
     if stats.lines == 0 or not stats.raw_bytes:
