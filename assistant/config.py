@@ -71,6 +71,8 @@ class Settings(BaseSettings):
     watch_memory_steps: int = Field(default=10, ge=3, description="early warning: GPU memory reserved (or "
                                     "allocated) rose in 80 % of this many logged steps ...")
     watch_memory_ratio: float = Field(default=1.2, gt=1.0, description="... and grew this many times over them")
+    watch_loss_divergence_ratio: float = Field(default=10.0, gt=1.0, description="a loss this many times its "
+                                               "starting level has diverged (alerted as a failure)")
     watch_poll_seconds: float = Field(default=0.5, gt=0, description="`trainfix watch`: how often a quiet file is "
                                       "checked for new lines, rotation and truncation")
 

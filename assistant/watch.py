@@ -36,12 +36,14 @@ __all__ = ["Thresholds", "WatchFinding", "Watcher", "record_line"]
 
 # What each early warning is about, and the cause it points at (as the matching trend does in triage).
 WARNING_MODE = {
+    "divergence": ("gradient-explosion", "lr-too-high", 0.3),
     "grad-growth": ("gradient-explosion", "no-grad-clipping", 0.15),
     "loss-scale": ("nan-loss", "fp16-overflow", 0.4),
     "step-time": ("slow-training", "per-step-cost-growth", 0.5),
     "memory": ("cuda-oom", "step-tensors-kept-alive", 0.5),
 }
 WARNING_CONFIDENCE = 0.5  # a warning is a precursor, not a failure: shown below any failure the rules name
+FAILURE_CONFIDENCE = 0.8  # a loss an order of magnitude above its start: the run has diverged
 _RATE_SERIES = {"it/s", "samples_per_second", "samples/sec", "samples/s", "tokens_per_sec", "tokens/s",
                 "tokens_per_second", "tok/s", "throughput", "throughput_tokens_per_sec"}
 
@@ -58,6 +60,7 @@ class Thresholds:
     step_time_ratio: float = 1.3
     memory_steps: int = 10
     memory_ratio: float = 1.2
+    loss_divergence_ratio: float = 10.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Thresholds:
@@ -65,7 +68,8 @@ class Thresholds:
                    grad_growth_ratio=settings.watch_grad_growth_ratio,
                    loss_scale_halvings=settings.watch_loss_scale_halvings,
                    step_time_window=settings.watch_step_time_window, step_time_ratio=settings.watch_step_time_ratio,
-                   memory_steps=settings.watch_memory_steps, memory_ratio=settings.watch_memory_ratio)
+                   memory_steps=settings.watch_memory_steps, memory_ratio=settings.watch_memory_ratio,
+                   loss_divergence_ratio=settings.watch_loss_divergence_ratio)
 
 
 class WatchFinding(BaseModel):
@@ -96,6 +100,7 @@ class _Warning:
     text: str
     en: str
     zh: str
+    failure: bool = False  # not a precursor: the run is broken already (a diverged loss)
 
 
 def _at(step: float | None, line: int) -> tuple[str, str]:
@@ -115,11 +120,15 @@ class _EarlyWarnings:
     _time_recent: dict[str, deque] = field(default_factory=dict)
     _time_bases: dict[str, list[float]] = field(default_factory=dict)
     _memory: dict[str, deque] = field(default_factory=dict)
+    _loss_start: list[float] = field(default_factory=list)
+    _diverged: bool = False
 
     def point(self, name: str, value: float, step: float | None, line: int, text: str) -> None:
         if not math.isfinite(value):
             return
-        if name == "grad_norm":
+        if name == "loss":
+            self._loss(value, step, line, text)
+        elif name == "grad_norm":
             self._grad(value, step, line, text)
         elif name == "loss_scale":
             self._scale(value, step, line, text)
@@ -128,6 +137,23 @@ class _EarlyWarnings:
                 self._time(name, value if name == "step_time" else 1.0 / value, step, line, text)
         elif name in ("gpu_reserved", "gpu_mem"):
             self._mem(name, value, step, line, text)
+
+    def _loss(self, x: float, step: float | None, line: int, text: str) -> None:
+        """A loss an order of magnitude above where it started has diverged (no history of many points needed: the
+        rolling checks of the metric stage need several, and a run at a far too high LR blows up at its second step)."""
+        if len(self._loss_start) < 3:
+            if not self._loss_start or x < self.t.loss_divergence_ratio * median(self._loss_start):
+                self._loss_start.append(x)
+                return
+        base = median(self._loss_start)
+        if self._diverged or base <= 0 or x < self.t.loss_divergence_ratio * base or x - base < 1.0:
+            return
+        self._diverged = True
+        at_en, at_zh = _at(step, line)
+        self.pending.append(_Warning(
+            "divergence", "loss", step, line, text,
+            f"the loss diverged: {x:.4g} at {at_en}, {x / base:.0f}× its starting level {base:.4g}.",
+            f"loss 已发散：{at_zh}为 {x:.4g}，是起始水平 {base:.4g} 的 {x / base:.0f} 倍。", failure=True))
 
     def _grad(self, x: float, step: float | None, line: int, text: str) -> None:
         prev = self._grad_prev
@@ -284,7 +310,8 @@ class Watcher:
             self.reported.update(keys)
             out.append(self._failure(new, result, keys))
         for w in warnings:
-            key = f"warning:{w.kind}:{w.series}"
+            mode = WARNING_MODE[w.kind][0]
+            key = f"failure:{mode}" if w.failure else f"warning:{w.kind}:{w.series}"
             if key in self.reported:
                 continue
             self.reported.add(key)
@@ -325,11 +352,12 @@ class Watcher:
         causes = rank_causes(self.engine.tree, mode, dict(result.facts), {}, TextSignals(), {cause: (delta, why)})
         ev = Evidence(line=w.line, text=display(w.text), match=f"{w.kind} of {w.series}", source=f"watch:{w.kind}",
                       strength="medium")
-        cand = Candidate(failure_mode=mode, confidence=WARNING_CONFIDENCE, evidence=[ev], causes=causes, route="metrics")
+        cand = Candidate(failure_mode=mode, confidence=FAILURE_CONFIDENCE if w.failure else WARNING_CONFIDENCE,
+                         evidence=[ev], causes=causes, route="metrics")
         reading = Reading(kind=f"watch-{w.kind}", modes=[mode], line=w.line, en=w.en, zh=w.zh)
         focused = result.model_copy(update={"candidates": [cand], "readings": [reading], "follow_up": [],
                                             "abstained": False})
-        return WatchFinding(keys=[key], kind="warning", failure_mode=mode, step=w.step,
+        return WatchFinding(keys=[key], kind="failure" if w.failure else "warning", failure_mode=mode, step=w.step,
                             line=w.line, en=w.en, zh=w.zh, triage=focused)
 
 
