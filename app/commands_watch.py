@@ -35,6 +35,8 @@ def watch_command(
 
     if lang not in (None, "zh", "en"):
         raise TrainfixError("--lang must be zh or en")
+    if path != "-" and Path(path).is_dir():
+        raise TrainfixError(f"{path} is a directory, not a log file")
     settings = SlackSettings()
     target = settings.watch_target(slack_channel) if (slack or slack_channel) else None
     out = sys.stderr if tee else sys.stdout

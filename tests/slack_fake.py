@@ -75,6 +75,11 @@ class FakeSlack:
         with self.lock:
             return [c for c in self.calls if c.method == method]
 
+    def hooks(self) -> list[Call]:
+        """Incoming-webhook posts (path ``/hooks/...``), their JSON body in ``params``."""
+        with self.lock:
+            return [c for c in self.calls if c.method.startswith("/hooks/")]
+
     def posts(self) -> list[Call]:
         """Successful chat.postMessage calls (a 429'd attempt is recorded but not counted)."""
         return [c for c in self.named("chat.postMessage") if not c.params.get("_rate_limited")]
@@ -147,6 +152,9 @@ class FakeSlack:
         if method == "apps.connections.open":
             return 200, {"ok": True, "url": self.socket_url}
         if method.startswith("/respond"):
+            return 200, b"ok"
+        if method.startswith("/hooks/"):  # an incoming webhook: JSON {text, blocks} in, "ok" out
+            call.params = json.loads(call.body or b"{}")
             return 200, b"ok"
         return 404, {"ok": False, "error": "unknown_method"}
 
