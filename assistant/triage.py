@@ -156,7 +156,7 @@ class Scanner:
     signals: TextSignals = field(default_factory=TextSignals)
     outside: dict[str, OutsideHit] = field(default_factory=dict)
     head: list[KeptLine] = field(default_factory=list)
-    tail: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))
+    tail: deque = field(default_factory=lambda: deque(maxlen=TAIL_LINES))  # (line number, raw bytes) of the last lines
     flagged: dict[int, KeptLine] = field(default_factory=dict)
     flagged_bytes: int = 0
     flagged_dropped: int = 0
@@ -188,7 +188,7 @@ class Scanner:
             pieces = pieces[:-1]
         first = last_line - len(pieces) + 1
         for offset, piece in enumerate(pieces):
-            self.tail.append(_kept(first + offset, piece))
+            self.tail.append((first + offset, piece[:8000]))  # decoded in kept_lines(): most lines fall out unread
 
         matches = sorted(self.engine.patterns.scan(data), key=lambda m: m[1])
         line_no = chunk.first_line
@@ -262,7 +262,7 @@ class Scanner:
     def kept_lines(self) -> list[KeptLine]:
         """Head, flagged and tail lines in input order (deduplicated)."""
         by_number: dict[int, KeptLine] = {}
-        for line in [*self.head, *self.flagged.values(), *self.tail]:
+        for line in [*self.head, *self.flagged.values(), *(_kept(n, raw) for n, raw in self.tail)]:
             by_number.setdefault(line.number, line)
         return [by_number[n] for n in sorted(by_number)]
 

@@ -44,6 +44,8 @@ WARNING_MODE = {
 }
 WARNING_CONFIDENCE = 0.5  # a warning is a precursor, not a failure: shown below any failure the rules name
 FAILURE_CONFIDENCE = 0.8  # a loss an order of magnitude above its start: the run has diverged
+TREND_LINES_MIN = 2_000  # with nothing new, the whole analysis runs again after this many lines ...
+TREND_LINES_MAX = 1_000_000  # ... doubling each time, up to this many
 _RATE_SERIES = {"it/s", "samples_per_second", "samples/sec", "samples/s", "tokens_per_sec", "tokens/s",
                 "tokens_per_second", "tok/s", "throughput", "throughput_tokens_per_sec"}
 
@@ -273,7 +275,15 @@ class Watcher:
         self.scanner.metrics.on_point = self.early.point
         self.reported = set()
         self._dirty = False
+        self._signature_seen: tuple = ()
+        self._analysed_lines = 0
         self.runs += 1
+
+    def _signature(self) -> tuple:
+        s = self.scanner
+        return (sum(h.count for h in s.hits.values()), len(s.metrics.findings), len(s.metrics.finding_lines),
+                len(s.outside), len(s.signals.first_line), len(s.flagged), s.flagged_dropped,
+                len(s.metrics.series), s.metrics.last_step is None)
 
     def reset(self) -> None:
         """A new run: forget everything seen (the same failure in the new run is reported again)."""
@@ -301,6 +311,14 @@ class Watcher:
         if not self._dirty and not warnings:
             return []
         self._dirty = False
+        # The full analysis costs about a second on a large state: run it when the scan saw something new (a rule
+        # hit, a metric finding, an error line), and for trends over many steps at doubling intervals of lines.
+        signature = self._signature()
+        lines = self.scanner.chunker.stats.lines
+        due = lines - self._analysed_lines >= min(TREND_LINES_MAX, max(TREND_LINES_MIN, self._analysed_lines))
+        if signature == self._signature_seen and not due and not warnings:
+            return []
+        self._signature_seen, self._analysed_lines = signature, lines
         result = analyse(self.scanner)
         out: list[WatchFinding] = []
         new = [c for c in result.candidates if c.confidence >= self.thresholds.min_confidence
