@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from assistant.config import Settings
 from assistant.models import Candidate, Evidence, Reading, Triage
 from assistant.normalise import display
-from assistant.triage import Scanner, analyse, engine_for
 from assistant.tree import Reason, TextSignals, rank_causes
+from assistant.triage import Scanner, analyse, engine_for
 
 __all__ = ["Thresholds", "WatchFinding", "Watcher", "record_line"]
 
