@@ -111,7 +111,9 @@ def check_command(
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
     else:
-        typer.echo(render_check(report, lang, name=config.name))
+        from assistant.knowledge import Knowledge
+
+        typer.echo(render_check(report, lang, name=config.name, titles=Knowledge.load(settings.records_dir).titles))
     if report.flagged:
         raise typer.Exit(1)
 

@@ -8,8 +8,10 @@ MARK = {"ok": "ok  ", "flag": "FLAG", "manual": "todo"}
 MARK_ZH = {"ok": "通过", "flag": "问题", "manual": "待查"}
 
 
-def render_check(report: CheckReport, lang: str = "en", *, name: str = "config") -> str:
-    """Plain text: a verdict line, each item (status, what the config says) with its source number, the sources."""
+def render_check(report: CheckReport, lang: str = "en", *, name: str = "config",
+                 titles: dict[str, str] | None = None) -> str:
+    """Plain text: a verdict line, each item (status, what the config says) with its source number, the sources
+    (named by the document's title from ``titles``, source file → title, where known)."""
     n = len(report.flagged)
     if lang == "zh":
         head = f"{name}：对照指南 §8 启动前检查清单，{n} 项有问题" if n else f"{name}：符合指南 §8 启动前检查清单"
@@ -28,5 +30,7 @@ def render_check(report: CheckReport, lang: str = "en", *, name: str = "config")
     lines.append("来源" if lang == "zh" else "Sources")
     for i, item in enumerate(report.items, start=1):
         c = item.citation
-        lines.append(f"[{i}] {c.label()} — “{c.quote}”")
+        title = (titles or {}).get(c.source)
+        label = f"{title} {c.label().removeprefix(c.source).strip()} ({c.source})" if title else c.label()
+        lines.append(f"[{i}] {label} — “{c.quote}”")
     return "\n".join(lines)
