@@ -11,7 +11,7 @@ import typer
 
 from assistant.errors import InputError
 
-DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "triage_cases.jsonl"
+DEFAULT_CASES = ("triage_cases.jsonl",)  # in Settings.labelled_dir (the source checkout's labelled sets)
 
 
 def parse_answers(pairs: list[str]) -> dict[str, str]:
@@ -31,15 +31,17 @@ def triage_command(
     answer: Annotated[list[str], typer.Option("--answer", "-a", help="answer a follow-up: id=value (repeatable)")] = [],  # noqa: B006
 ) -> None:
     """Name the failure mode(s) in a training log or pasted error, with evidence lines and ranked causes."""
+    from assistant.config import Settings
     from assistant.triage import triage, triage_file
 
+    kb_dir = Settings().kb_dir  # TRAINFIX_KB_DIR, as for every other command
     answers = parse_answers(answer)
     if file == "-":
         if sys.stdin.isatty():
             typer.echo("reading from stdin (paste, then Ctrl-D)…", err=True)
-        result = triage(sys.stdin.buffer.read(), answers)
+        result = triage(sys.stdin.buffer.read(), answers, kb_dir=kb_dir)
     else:
-        result = triage_file(file, answers)
+        result = triage_file(file, answers, kb_dir=kb_dir)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
@@ -80,12 +82,15 @@ def render_triage(result) -> str:
 
 
 def eval_rules_command(
-    cases: Annotated[Path, typer.Option("--cases", help="JSON-lines case file")] = DEFAULT_CASES,
+    cases: Annotated[Path | None, typer.Option("--cases", help="JSON-lines case file (default: triage_cases.jsonl of the labelled sets)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Score the rule-first triage on labelled cases: top-1, top-3, abstention precision/recall, per mode."""
     from assistant.evaluate import evaluate, load_cases, triage_predictor
 
+    from assistant.config import Settings
+
+    cases = cases or Settings().labelled(*DEFAULT_CASES)
     report = evaluate(load_cases(cases), triage_predictor())
     if as_json:
         typer.echo(json.dumps(report.model_dump(), ensure_ascii=False, indent=2))

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from assistant.errors import KnowledgeBaseError
 from assistant.models import Candidate
 from kb.taxonomy import MODE_IDS
-from kb.yamlio import load_yaml
+from kb.yamlio import load_yaml, where
 
 
 class Link(BaseModel):
@@ -76,7 +76,7 @@ def _load(path: Path) -> Causality:
     try:
         return Causality.model_validate(load_yaml(path))
     except (ValidationError, yaml.YAMLError) as err:
-        raise KnowledgeBaseError(f"{path.name}: invalid causality file: {err}") from None
+        raise KnowledgeBaseError(f"invalid causality file: {where(path, err)}") from None
 
 
 # Rules that match a person describing the failure in words, not the failure itself.

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
+from kb.errors import KnowledgeBaseError, TrainfixError
 
-class TrainfixError(Exception):
-    """Base class: ``str(err)`` is a complete, user-readable message (no traceback needed)."""
+__all__ = ["TrainfixError", "InputError", "KnowledgeBaseError", "IndexError_"]
 
 
 class InputError(TrainfixError):
     """The user's input cannot be used (unreadable file, wrong encoding, too large to accept)."""
-
-
-class KnowledgeBaseError(TrainfixError):
-    """The knowledge base on disk is missing or inconsistent (e.g. records not ingested)."""
 
 
 class IndexError_(TrainfixError):

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assistant.errors import KnowledgeBaseError
 from assistant.signatures import Entry, Examples, Strength, _check_re2, _compiled
-from kb.yamlio import load_yaml
+from kb.yamlio import load_yaml, where
 
 OutsideKind = Literal["environment", "access", "configuration", "usage", "quality", "how-to", "other-software"]
 
@@ -79,7 +79,7 @@ def _load(path: Path) -> tuple[OutsideRule, ...]:
     try:
         data = _File.model_validate(load_yaml(path))
     except (ValidationError, yaml.YAMLError) as err:
-        raise KnowledgeBaseError(f"{path.name}: invalid out-of-domain rules: {err}") from None
+        raise KnowledgeBaseError(f"invalid out-of-domain rules: {where(path, err)}") from None
     ids = [r.id for r in data.rules]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:

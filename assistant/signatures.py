@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assistant.errors import KnowledgeBaseError
 from kb.taxonomy import MODE_IDS
-from kb.yamlio import load_yaml
+from kb.yamlio import line_of, load_yaml, where
 
 Strength = Literal["strong", "medium", "weak"]
 STRENGTH_CONFIDENCE: dict[str, float] = {"strong": 0.9, "medium": 0.65, "weak": 0.4}
@@ -155,15 +155,15 @@ def _load_rules(rules_dir: Path) -> tuple[Rule, ...]:
         try:
             data = RuleFile.model_validate(load_yaml(path))
         except (ValidationError, yaml.YAMLError) as err:
-            raise KnowledgeBaseError(f"{path.name}: invalid rule file: {err}") from None
+            raise KnowledgeBaseError(f"invalid rule file: {where(path, err)}") from None
         for i, raw in enumerate(data.rules):
             name = raw.get("id", f"#{i + 1}") if isinstance(raw, dict) else f"#{i + 1}"
             try:
                 rule = Rule.model_validate({"failure_mode": data.failure_mode, **raw})
             except ValidationError as err:
-                raise KnowledgeBaseError(f"{path.name}: rule {name}: {err}") from None
+                raise KnowledgeBaseError(where(path, err, ("rules", i), label=f"rule {name}")) from None
             if rule.id in seen:
-                raise KnowledgeBaseError(f"{path.name}: rule {rule.id}: duplicate id")
+                raise KnowledgeBaseError(f"{path}, line {line_of(path, ('rules', i))}: rule {rule.id}: duplicate id")
             seen.add(rule.id)
             rules.append(rule)
     return tuple(rules)
@@ -196,6 +196,30 @@ def hs_source(pattern: str) -> bytes:
     return _BOUNDED_DOT.sub(".*", pattern).encode("utf-8")
 
 
+def hyperscan_module():
+    """The ``hyperscan`` module, or None where it is not installed (ARM) or ``TRAINFIX_NO_HYPERSCAN=1`` forces
+    RE2 alone (the tests compare both paths). Hyperscan is only a prefilter: answers are the same without it."""
+    if os.environ.get("TRAINFIX_NO_HYPERSCAN", "").strip() not in ("", "0"):
+        return None
+    try:
+        import hyperscan
+    except ImportError:
+        return None
+    return hyperscan
+
+
+@lru_cache(maxsize=1)
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(("flags", "Features")):
+                    return hashlib.sha256(line.split(":", 1)[-1].strip().encode()).hexdigest()[:16]
+    except OSError:
+        pass
+    return platform.processor()
+
+
 class PatternSet:
     """Many patterns scanned in one pass: Hyperscan finds which occur, RE2 extracts their spans."""
 
@@ -205,12 +229,14 @@ class PatternSet:
         self._hs = None
         self._re2_always: list[int] = []  # patterns Hyperscan cannot compile are prefiltered by RE2 instead
         self.engine = "re2"
-        try:
-            import hyperscan
-        except ImportError:
-            self._re2_always = list(range(len(entries)))
+        self._re2_always = list(range(len(entries)))
+        hyperscan = hyperscan_module()
+        if hyperscan is None:
             return
-        self._hs, bad = self._load_or_build(hyperscan)
+        try:
+            self._hs, bad = self._load_or_build(hyperscan)
+        except hyperscan.HyperscanError:  # e.g. a CPU Hyperscan cannot run on: RE2 alone gives the same answers
+            self._hs, bad = None, list(range(len(entries)))
         self._re2_always = bad
         if self._hs is not None:
             self.engine = "hyperscan+re2"
@@ -218,7 +244,9 @@ class PatternSet:
     def _cache_path(self, hs) -> Path | None:
         """Where the compiled database for exactly these patterns is kept between runs."""
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        key = hashlib.sha256(repr((getattr(hs, "__version__", ""), platform.machine(),
+        # The database is tuned for the CPU it was compiled on: the key carries the CPU's features, so a
+        # home directory shared between machines never loads a database built for another instruction set.
+        key = hashlib.sha256(repr((getattr(hs, "__version__", ""), platform.machine(), _cpu_flags(),
                                     [(hs_source(e.pattern), e.case_sensitive) for e in self.entries])).encode())
         return Path(base) / "trainfix" / f"hyperscan-{key.hexdigest()[:24]}.db"
 
@@ -287,7 +315,11 @@ class PatternSet:
             def on_match(idx: int, _from: int, _to: int, _flags: int, _ctx: object) -> None:
                 hits.add(idx)
 
-            self._hs.scan(data, match_event_handler=on_match)
+            try:
+                self._hs.scan(data, match_event_handler=on_match)
+            except Exception:  # noqa: BLE001 - Hyperscan refused (platform, scratch): RE2 prefilters everything
+                self._hs, self._re2_always, self.engine = None, list(range(len(self.entries))), "re2"
+                return self.hit_indexes(data)
         for i in self._re2_always:
             if self._re2[i].search(data):
                 hits.add(i)

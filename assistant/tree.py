@@ -23,7 +23,7 @@ from assistant.errors import InputError, KnowledgeBaseError
 from assistant.models import FollowUp, MetricsReport, RankedCause, TracebackInfo
 from assistant.signatures import Entry, _check_re2, _compiled
 from kb.taxonomy import MODE_IDS
-from kb.yamlio import load_yaml
+from kb.yamlio import load_yaml, where
 
 EARLY_STEPS = 50  # a NaN at or before this step counts as 'within the first steps'
 EARLY_EPOCH = 0.05  # ... or at or before this epoch, when only the epoch is logged
@@ -224,7 +224,7 @@ def _load_tree(path: Path) -> TreeData:
     except FileNotFoundError:
         raise KnowledgeBaseError(f"decision tree not found: {path}") from None
     except (ValidationError, yaml.YAMLError) as err:
-        raise KnowledgeBaseError(f"{path.name}: invalid decision tree: {err}") from None
+        raise KnowledgeBaseError(f"invalid decision tree: {where(path, err)}") from None
 
 
 # ----------------------------------------------------------------------------------------------

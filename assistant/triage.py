@@ -68,6 +68,12 @@ KEEP_PATTERN = (
     r"|(?:time|host|rank|traceback)\s*:|Killed|FAILED|NCCL WARN).*$"
 )
 
+# What a stage may meet on odd or hostile input (a number that overflows, a line shaped unlike any the parser
+# expects): the stage adds a warning and the next one runs. A broken knowledge base (KnowledgeBaseError) and
+# programming errors (TypeError, AttributeError, ...) are deliberately not in this list: they must surface,
+# not turn into a quiet "abstained".
+STAGE_ERRORS: tuple[type[BaseException], ...] = (ArithmeticError, LookupError, ValueError, RecursionError, re2.error)
+
 METRIC_CONFIDENCE = {
     "nan-onset": ("nan-loss", 0.8, "strong"),
     "grad-explosion": ("gradient-explosion", 0.7, "medium"),
@@ -123,12 +129,13 @@ class _Engine:
 def engine_for(kb_dir: Path | None = None) -> _Engine:
     """The compiled rules, tree, out-of-domain signatures and causal links of a knowledge base directory."""
     from assistant.config import KB_DIR
+    from assistant.signatures import hyperscan_module
 
-    return _engine(Path(kb_dir or KB_DIR).resolve())
+    return _engine(Path(kb_dir or KB_DIR).resolve(), hyperscan_module() is not None)
 
 
 @lru_cache(maxsize=4)
-def _engine(kb_dir: Path) -> _Engine:
+def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` only keys the cache
     rules = load_rules(kb_dir / "rules")
     tree = load_tree(kb_dir / "tree.yaml")
     outside = load_outside(kb_dir / "outside.yaml")
@@ -224,7 +231,7 @@ class Scanner:
         try:
             rank, body = split_prefix(text[:4000])
             self.metrics.feed(number, body, rank)
-        except Exception as err:  # noqa: BLE001 — a failing stage warns and the rest runs
+        except STAGE_ERRORS as err:  # a failing stage warns and the rest runs
             self._metric_failed = True
             self.warnings.append(f"metrics stage failed at line {number}: {err}")
 
@@ -313,10 +320,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
                   kb_dir: Path | None = None) -> Triage:
     """Triage input given as an iterable of raw byte chunks (``kb_dir``: another knowledge base)."""
     warnings: list[str] = []
-    try:
-        engine = engine_for(kb_dir)
-    except Exception as err:  # noqa: BLE001 — without rules nothing can be recognised; say so
-        return Triage(abstained=True, warnings=[f"signature rules could not be loaded: {err}"])
+    engine = engine_for(kb_dir)  # a broken rule or tree file is an error (KnowledgeBaseError), never "no match"
     if answers:
         check_answers(engine.tree, answers)  # a typo in an answer is the user's to fix, not a silent no-op
     scanner = Scanner(engine=engine)
@@ -324,7 +328,7 @@ def triage_stream(chunks: Iterable[bytes], answers: dict[str, str] | None = None
         for raw in chunks:
             scanner.feed(raw)
         scanner.finish()
-    except Exception as err:  # noqa: BLE001
+    except STAGE_ERRORS as err:
         warnings.append(f"scan stage failed: {err}")
     return analyse(scanner, answers, warnings)
 
@@ -356,13 +360,13 @@ def analyse(scanner: Scanner, answers: dict[str, str] | None = None, warnings: l
     tracebacks: list[TracebackInfo] = []
     try:
         tracebacks = extract(kept)
-    except Exception as err:  # noqa: BLE001
+    except STAGE_ERRORS as err:
         warnings.append(f"traceback stage failed: {err}")
 
     timeline: Timeline | None = None
     try:
         timeline = build_timeline(kept)
-    except Exception as err:  # noqa: BLE001
+    except STAGE_ERRORS as err:
         warnings.append(f"timeline stage failed: {err}")
 
     metrics: MetricsReport | None = None
@@ -370,7 +374,7 @@ def analyse(scanner: Scanner, answers: dict[str, str] | None = None, warnings: l
         report = scanner.metrics.report()
         if report.series or report.findings:
             metrics = report
-    except Exception as err:  # noqa: BLE001
+    except STAGE_ERRORS as err:
         warnings.append(f"metrics stage failed: {err}")
 
     readings: list[Reading] = []
@@ -381,7 +385,7 @@ def analyse(scanner: Scanner, answers: dict[str, str] | None = None, warnings: l
                 if t.kind == "periodic":
                     _periodic_trigger(t, metrics, kept)
         readings = read_numbers(kept, metrics.total_steps if metrics else None)
-    except Exception as err:  # noqa: BLE001
+    except STAGE_ERRORS as err:
         warnings.append(f"numbers stage failed: {err}")
 
     candidates: list[Candidate] = []
@@ -405,7 +409,7 @@ def analyse(scanner: Scanner, answers: dict[str, str] | None = None, warnings: l
                 boosts.setdefault(mode, {})[cause] = (-r.delta, why)
         if timeline is not None:
             candidates = _apply_timeline(timeline, candidates, boosts)
-    except Exception as err:  # noqa: BLE001
+    except STAGE_ERRORS as err:
         warnings.append(f"candidate stage failed: {err}")
 
     facts: dict[str, str] = {}
@@ -414,7 +418,7 @@ def analyse(scanner: Scanner, answers: dict[str, str] | None = None, warnings: l
     try:
         facts, candidates, follow, causes_by_mode = _decide(engine, scanner, candidates, boosts, metrics, tracebacks,
                                                             answers or {})
-    except Exception as err:  # noqa: BLE001
+    except STAGE_ERRORS as err:
         warnings.append(f"decision-tree stage failed: {err}")
 
     routes = sorted({c.route for c in candidates})

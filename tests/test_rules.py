@@ -89,7 +89,7 @@ BASE = {
 
 def test_rule_without_no_match_example_does_not_load(tmp_path):
     bad = {**BASE, "examples": {"match": ["CUDA out of memory"], "no_match": []}}
-    with pytest.raises(KnowledgeBaseError, match=r"cuda-oom\.yaml: rule cuda-oom\.test-rule"):
+    with pytest.raises(KnowledgeBaseError, match=r"cuda-oom\.yaml, line \d+: rule cuda-oom\.test-rule"):
         load_rules(_write(tmp_path, bad))
 
 

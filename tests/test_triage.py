@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
+
+from assistant.errors import KnowledgeBaseError
 
 from assistant.models import Triage
 from assistant.triage import triage, triage_file, triage_stream
@@ -170,9 +173,23 @@ def test_a_failing_stage_adds_a_warning_and_the_rest_runs(monkeypatch):
     triage_module = importlib.import_module("assistant.triage")  # the package re-exports the function
 
     def broken(_lines):
-        raise RuntimeError("parser exploded")
+        raise ValueError("parser exploded")  # what odd input can make a parser raise
 
     monkeypatch.setattr(triage_module, "extract", broken)
     result = triage_module.triage(MULTIRANK)
     assert any("traceback stage failed: parser exploded" in w for w in result.warnings)
     assert result.candidates[0].failure_mode == "cuda-oom" and result.tracebacks == []
+
+
+@pytest.mark.parametrize("error", [RuntimeError("a bug"), TypeError("a bug"), KnowledgeBaseError("kb/tree.yaml, line 3: x")])
+def test_a_bug_or_a_broken_knowledge_base_is_not_turned_into_an_abstention(monkeypatch, error):
+    import importlib
+
+    triage_module = importlib.import_module("assistant.triage")
+
+    def broken(_lines):
+        raise error
+
+    monkeypatch.setattr(triage_module, "extract", broken)
+    with pytest.raises(type(error)):
+        triage_module.triage(MULTIRANK)
