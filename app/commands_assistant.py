@@ -13,11 +13,16 @@ import typer
 from app.commands_triage import parse_answers
 from assistant.errors import InputError, TrainfixError
 
-TESTS_DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
-DEV_CASES = TESTS_DATA / "realworld" / "dev.jsonl"
-DEFAULT_CASES = [TESTS_DATA / "realworld" / "test.jsonl", TESTS_DATA / "triage_cases.jsonl",
-                 TESTS_DATA / "retrieval_queries.jsonl"]
-ANSWER_CHECKS = TESTS_DATA / "answer_checks.yaml"
+# The labelled sets, relative to Settings.labelled_dir (the source checkout's labelled data).
+DEV_CASES = ("realworld", "dev.jsonl")
+DEFAULT_CASES = [("realworld", "test.jsonl"), ("triage_cases.jsonl",), ("retrieval_queries.jsonl",)]
+ANSWER_CHECKS = ("answer_checks.yaml",)
+
+
+def _labelled(*parts: str) -> Path:
+    from assistant.config import Settings
+
+    return Settings().labelled(*parts)
 Retrieval = Literal["auto", "always", "never"]
 
 
@@ -135,7 +140,7 @@ def eval_command(
         help="full | no-retrieval (rules + case memory) | rules | vector (plain vector retrieval baseline)")] = "full",
     as_json: Annotated[bool, typer.Option("--json", help="print the reports as JSON")] = False,
     checks: Annotated[Path | None, typer.Option(
-        "--checks", help="answer-check file (default: tests/data/answer_checks.yaml when no --cases is given)")] = None,
+        "--checks", help="answer-check file (default: the labelled sets' answer_checks.yaml when no --cases is given)")] = None,
 ) -> None:
     """Score the assistant on labelled cases (top-1, top-3, abstention, per mode) and on answer checks
     (does the answer say what an expert's would: first failing rank, numbers, trends, no band-aid first)."""
@@ -144,9 +149,9 @@ def eval_command(
 
     predict = predictor(system)
     reports = {}
-    for path in cases or ([] if checks else DEFAULT_CASES):
+    for path in cases or ([] if checks else [_labelled(*p) for p in DEFAULT_CASES]):
         reports[str(path)] = evaluate(load_cases(path), predict, before_each=getattr(predict, "before_each", None))
-    check_path = checks or (ANSWER_CHECKS if not cases and ANSWER_CHECKS.is_file() else None)
+    check_path = checks or (_labelled(*ANSWER_CHECKS) if not cases and _labelled(*ANSWER_CHECKS).is_file() else None)
     results = _answer_checks(check_path, predict) if check_path and hasattr(predict, "assistant") else []
     if as_json:
         out = {k: v.model_dump() for k, v in reports.items()}
@@ -209,7 +214,7 @@ def calibrate_command(
     from assistant.scoring import predictor
 
     settings = Settings()
-    paths = cases or [DEV_CASES]
+    paths = cases or [settings.labelled(*DEV_CASES)]
     if any("test" in Path(p).name for p in paths):
         raise TrainfixError("calibration is fitted on dev cases only; the test split is never tuned on")
     predict = predictor(system, settings)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-DEFAULT_CASES = Path(__file__).resolve().parent.parent / "tests" / "data" / "retrieval_queries.jsonl"
+DEFAULT_CASES = ("retrieval_queries.jsonl",)  # in Settings.labelled_dir (the source checkout's labelled sets)
 
 
 def _settings():
@@ -97,7 +97,7 @@ def search_command(
 
 
 def eval_command(
-    cases: Annotated[Path, typer.Option("--cases", help="JSON lines: {text, labels, lang}")] = DEFAULT_CASES,
+    cases: Annotated[Path | None, typer.Option("--cases", help="JSON lines: {text, labels, lang} (default: retrieval_queries.jsonl of the labelled sets)")] = None,
     k: Annotated[int, typer.Option("-k", "--k", min=3, help="hits per query (MRR counts ranks up to k)")] = 10,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
@@ -105,6 +105,9 @@ def eval_command(
     from assistant.retrieval import Retriever
     from assistant.retrieval.evaluate import evaluate, load_cases
 
+    from assistant.config import Settings
+
+    cases = cases or Settings().labelled(*DEFAULT_CASES)
     loaded = load_cases(cases)
     console = _err_console()
     with console.status("evaluating…") as status:

@@ -14,6 +14,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
 
 
+def _default_labelled_dir() -> Path | None:
+    # The labelled sets (realworld split, team sets, answer checks) ship with the source checkout, not the wheel.
+    path = KB_DIR.parent / "tests" / "data"
+    return path if path.is_dir() else None
+
+
 def _default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "trainfix"
@@ -50,6 +56,12 @@ class Settings(BaseSettings):
     llm_base_url: str | None = Field(default=None, description="endpoint of an OpenAI-compatible or Ollama server")
     llm_api_key: SecretStr | None = Field(default=None, description="API key for the LLM endpoint")
     llm_timeout: float = Field(default=30.0, gt=0, description="seconds before the LLM call is abandoned")
+
+    labelled_dir: Path | None = Field(
+        default_factory=_default_labelled_dir,
+        description="labelled sets for `trainfix eval`/`calibrate`/`eval-rules`/`eval-retrieval` defaults "
+        "(the source checkout's tests/data; unset in an installed package: pass --cases)",
+    )
 
     web_user: str | None = Field(default=None, description="login for `trainfix web` (required beyond loopback)")
     web_password: SecretStr | None = Field(default=None, description="password for `trainfix web`")
@@ -91,3 +103,12 @@ class Settings(BaseSettings):
     @property
     def cases_dir(self) -> Path:
         return self.kb_dir / "cases"
+
+    def labelled(self, *parts: str) -> Path:
+        """A file of the labelled sets; :class:`InputError` when there are none (an installed package)."""
+        if self.labelled_dir is None:
+            from assistant.errors import InputError
+
+            raise InputError("no labelled sets here (they ship with the source checkout, not the package): "
+                             "pass --cases FILE or set TRAINFIX_LABELLED_DIR")
+        return Path(self.labelled_dir).joinpath(*parts)
