@@ -7,8 +7,10 @@ cause. The export writes the labelled-case format of ``tests/data/README.md`` (s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -17,6 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from assistant.diagnosis import Diagnosis
+from assistant.errors import TrainfixError
 from assistant.normalise import text_language
 from assistant.redact import redact
 
@@ -78,59 +81,114 @@ def _clip(text: str) -> str:
     return tail.split("\n", 1)[1] if "\n" in tail else tail
 
 
-class FeedbackStore:
-    """Feedback rows in ``<data_dir>/feedback.sqlite3``; one short connection per call (thread-safe)."""
+class FeedbackError(TrainfixError):
+    """The feedback store cannot be written (locked, read-only, disk full): the answer stands, the rating is not kept."""
 
-    def __init__(self, data_dir: Path) -> None:
+
+def _explain(path: Path, err: sqlite3.Error) -> str:
+    text = str(err).lower()
+    if "locked" in text or "busy" in text:
+        why = "is locked by another process"
+    elif "readonly" in text or "read-only" in text:
+        why = "is read-only"
+    elif "full" in text:
+        why = "cannot grow: the disk is full"
+    elif "unable to open" in text:
+        why = "cannot be opened (is the data directory writable?)"
+    else:
+        why = f"failed ({type(err).__name__}: {str(err)[:120]})"
+    return f"Feedback was not saved: the feedback store {path} {why}. The answer itself is unaffected."
+
+
+class FeedbackStore:
+    """Feedback rows in ``<data_dir>/feedback.sqlite3``; one short connection per call (thread-safe).
+
+    WAL journal, a busy timeout and a few retries with backoff: concurrent writers (web chat, Slack bot,
+    export) never lose a row. A store that cannot be written (locked beyond the retries, read-only, disk
+    full) raises :class:`FeedbackError`, a one-line message for the front-end; a service starts anyway.
+    """
+
+    RETRIES = 6
+
+    def __init__(self, data_dir: Path, *, timeout: float = 10.0) -> None:
         self.path = Path(data_dir) / DB_NAME
+        self.timeout = timeout
+        self._ready = False
+        with contextlib.suppress(FeedbackError, OSError):
+            self._init()  # a store that cannot be opened now is retried on the first write (and reported there)
+
+    def _init(self) -> None:
+        if self._ready:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")  # readers (export) never block the chat's writes
-            db.execute(_SCHEMA)
+        self._run(lambda db: (db.execute("PRAGMA journal_mode=WAL"),  # readers (export) never block writes
+                              db.execute(_SCHEMA)), init=True)
+        self._ready = True
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30)
+        db = sqlite3.connect(self.path, timeout=self.timeout)
         db.row_factory = sqlite3.Row
         return db
+
+    def _run(self, work, *, init: bool = False):
+        """``work(connection)`` in one transaction; retried with backoff while the database is locked."""
+        if not init:
+            try:
+                self._init()
+            except OSError as err:
+                raise FeedbackError(f"Feedback was not saved: {err}. The answer itself is unaffected.") from err
+        delay = 0.05
+        for attempt in range(self.RETRIES):
+            try:
+                with contextlib.closing(self._connect()) as db, db:
+                    return work(db)
+            except sqlite3.OperationalError as err:
+                transient = "locked" in str(err) or "busy" in str(err)
+                if transient and attempt < self.RETRIES - 1:
+                    time.sleep(delay)
+                    delay *= 2
+                    continue
+                raise FeedbackError(_explain(self.path, err)) from err
+            except sqlite3.DatabaseError as err:
+                raise FeedbackError(_explain(self.path, err)) from err
+        raise AssertionError("unreachable")
 
     def record(self, diagnosis: Diagnosis, input_text: str, *, input_kind: str = "paste") -> str:
         """Store an answer (not yet rated) with its redacted input; returns the row id."""
         row_id = uuid.uuid4().hex
         top = diagnosis.top
-        with self._connect() as db:
-            db.execute(
+        clipped = _clip(input_text)
+        self._run(lambda db: db.execute(
                 "INSERT INTO feedback (id, created, updated, rating, real_mode, real_cause, input, input_kind, "
                 "answer_kind, lang, predicted, confidence, abstained, out_of_domain) "
                 "VALUES (?, ?, ?, NULL, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row_id, _now(), _now(), _clip(input_text), input_kind, diagnosis.kind,
+                (row_id, _now(), _now(), clipped, input_kind, diagnosis.kind,
                  text_language(input_text[:4000]), json.dumps([c.failure_mode for c in diagnosis.candidates]),
                  top.confidence if top else None, int(diagnosis.abstained), diagnosis.out_of_domain),
-            )
+            ))
         return row_id
 
     def rate(self, row_id: str, rating: int | None) -> None:
         """Thumbs up (1), down (-1) or withdrawn (None)."""
-        with self._connect() as db:
-            db.execute("UPDATE feedback SET rating = ?, updated = ? WHERE id = ?", (rating, _now(), row_id))
+        self._run(lambda db: db.execute("UPDATE feedback SET rating = ?, updated = ? WHERE id = ?",
+                                        (rating, _now(), row_id)))
 
     def correct(self, row_id: str, real_mode: str | None, real_cause: str | None) -> None:
         """What the real cause was (a failure-mode id and/or words); the words are redacted."""
         note = redact(real_cause.strip()[:MAX_NOTE_CHARS]).text if real_cause and real_cause.strip() else None
-        with self._connect() as db:
-            db.execute("UPDATE feedback SET real_mode = ?, real_cause = ?, updated = ? WHERE id = ?",
-                       (real_mode or None, note, _now(), row_id))
+        self._run(lambda db: db.execute("UPDATE feedback SET real_mode = ?, real_cause = ?, updated = ? WHERE id = ?",
+                                        (real_mode or None, note, _now(), row_id)))
 
     def get(self, row_id: str) -> FeedbackRow | None:
         """One row, or None."""
-        with self._connect() as db:
-            row = db.execute("SELECT * FROM feedback WHERE id = ?", (row_id,)).fetchone()
+        row = self._run(lambda db: db.execute("SELECT * FROM feedback WHERE id = ?", (row_id,)).fetchone())
         return _row(row) if row else None
 
     def rows(self) -> Iterator[FeedbackRow]:
         """Every row, oldest first."""
-        with self._connect() as db:
-            for row in db.execute("SELECT * FROM feedback ORDER BY rowid"):
-                yield _row(row)
+        rows = self._run(lambda db: db.execute("SELECT * FROM feedback ORDER BY rowid").fetchall())
+        for row in rows:
+            yield _row(row)
 
 
 def _row(row: sqlite3.Row) -> FeedbackRow:

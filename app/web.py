@@ -271,9 +271,12 @@ class WebApp:
         if answer is None:
             return ""
         rating = None if evt.liked is None else (1 if evt.liked is True or evt.liked == "Like" else -1)
-        if answer.feedback_id is None:
-            answer.feedback_id = self.store.record(answer.diagnosis, answer.input_text, input_kind=answer.input_kind)
-        self.store.rate(answer.feedback_id, rating)
+        try:
+            if answer.feedback_id is None:
+                answer.feedback_id = self.store.record(answer.diagnosis, answer.input_text, input_kind=answer.input_kind)
+            self.store.rate(answer.feedback_id, rating)
+        except TrainfixError as err:  # locked, read-only or full: say so; the answer stays
+            return str(err)
         return "Thanks — feedback saved (the input is stored redacted)."
 
     def correct(self, conv: Conversation | None, real_mode: str | None, real_cause: str) -> str:
@@ -283,9 +286,12 @@ class WebApp:
             return "There is no answer yet to give feedback on."
         if not real_mode and not (real_cause or "").strip():
             return "Pick the failure mode or describe the real cause first."
-        if answer.feedback_id is None:
-            answer.feedback_id = self.store.record(answer.diagnosis, answer.input_text, input_kind=answer.input_kind)
-        self.store.correct(answer.feedback_id, real_mode, real_cause)
+        try:
+            if answer.feedback_id is None:
+                answer.feedback_id = self.store.record(answer.diagnosis, answer.input_text, input_kind=answer.input_kind)
+            self.store.correct(answer.feedback_id, real_mode, real_cause)
+        except TrainfixError as err:
+            return str(err)
         return "Thanks — the real cause was saved with the last answer (redacted)."
 
     @staticmethod

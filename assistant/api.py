@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -18,12 +19,15 @@ from assistant.knowledge import Knowledge
 from assistant.models import Triage
 from assistant.normalise import text_language
 from assistant.ranking import load_calibration, rank
-from assistant.triage import triage, triage_file
+from assistant.triage import STAGE_ERRORS, triage, triage_file
 
 RetrievalUse = Literal["auto", "always", "never"]
 CONFIDENT = 0.5  # below this top rule confidence, retrieval is consulted too
 SEARCH_K = 5
 WORDY_SHARE = 0.6  # a post whose lines are mostly words is searched like a question
+RETRY_RETRIEVAL_AFTER = 30.0  # seconds a failed index is left alone before the next attempt (it may rebuild)
+RETRIEVAL_DOWN = ("Retrieval is unavailable ({why}); this answer comes from the signature rules and the "
+                  "past incidents alone.")
 
 
 class Exchange(BaseModel):
@@ -46,12 +50,14 @@ class Assistant:
     def __init__(self, settings: Settings | None = None, *, retrieval: RetrievalUse = "auto") -> None:
         self.settings = settings or Settings()
         self.retrieval: RetrievalUse = retrieval
-        self.knowledge = Knowledge.load(self.settings.records_dir)
+        # Lenient: one invalid record file is left out (and named in every answer), not the end of the service.
+        self.knowledge = Knowledge.load(self.settings.records_dir, lenient=True)
         self.cases = case_memory(self.settings.cases_dir)
         self._cases_by_id = {c.id: c for c in self.cases.cases}
         self._left_out: str | None = None
         self.calibration = load_calibration(self.settings.kb_dir / "calibration.yaml")
         self._retriever = None
+        self._retrieval_down: tuple[float, str] | None = None  # (when, why) retrieval last failed
 
     # -- public -----------------------------------------------------------------------------
 
@@ -130,9 +136,10 @@ class Assistant:
         # A long post in words (title, paragraphs, a short snippet) is searched like prose too.
         wordy = prose or prose_share(text) >= WORDY_SHARE
         warnings: list[str] = []
+        notices = [f"Left out of the knowledge base: {m}" for m in self.knowledge.skipped]
         if not prose and healthy_log(result):  # nothing is wrong in it: resemblance to past failures must not say otherwise
             return compose(result, self.knowledge, lang=lang, ranking=rank(result, EMPTY), calibration=self.calibration,
-                           answers=answers, tree=self._engine().tree)
+                           answers=answers, tree=self._engine().tree, extra_notices=notices)
         votes = self._votes(text, warnings)
         preliminary = rank(result, votes, prose=wordy, short=prose)
         hits: list = []
@@ -141,6 +148,7 @@ class Assistant:
         if self.retrieval == "always" or (self.retrieval == "auto" and (wordy or preliminary.declined or top < CONFIDENT)):
             hits, case_hits, more = self._search(self._query(text, result, prose, wordy))
             warnings += more
+            notices += [RETRIEVAL_DOWN.format(why=w.split(": ", 1)[-1]) for w in more]
             ranking = rank(result, votes, retrieval_votes(hits, case_hits, self._cases_by_id, self._left_out),
                            prose=wordy, short=prose)
         passage = confident_hit(hits) if prose and not ranking.ranked else None
@@ -148,7 +156,7 @@ class Assistant:
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,
             ranking=ranking, calibration=self.calibration, neighbours=votes.neighbours,
             answered_by_passage=passage is not None and passage.kind == "passage",
-            answers=answers, extra_warnings=warnings, tree=self._engine().tree,
+            answers=answers, extra_warnings=warnings, extra_notices=notices, tree=self._engine().tree,
         )
         return self._rephrase(diagnosis, text) if self.settings.llm_model else diagnosis
 
@@ -164,7 +172,7 @@ class Assistant:
     def _votes(self, text: str, warnings: list[str]) -> CaseVotes:
         try:
             return self.cases.vote(text, exclude=self._left_out)
-        except Exception as err:  # noqa: BLE001 - a failing stage warns and the answer is built from the rest
+        except STAGE_ERRORS as err:  # a failing stage warns and the answer is built from the rest
             warnings.append(f"case-memory stage failed: {err}")
             return EMPTY
 
@@ -195,10 +203,18 @@ class Assistant:
         """Knowledge-base hits and past-incident hits for ``query`` (a failure warns; the answer goes on)."""
         if not query.strip():
             return [], [], []
+        down = self._retrieval_down
+        if down is not None and time.monotonic() - down[0] < RETRY_RETRIEVAL_AFTER:
+            return [], [], [f"retrieval unavailable: {down[1]}"]  # don't re-try a failed index on every message
+        from assistant.retrieval.chroma_store import ChromaFailure
+
         try:
-            return self.search(query), self.search_cases(query) if self.cases.cases else [], []
-        except TrainfixError as err:
+            found = self.search(query), self.search_cases(query) if self.cases.cases else [], []
+        except (TrainfixError, ChromaFailure, OSError) as err:
+            self._retrieval_down = (time.monotonic(), str(err))
             return [], [], [f"retrieval unavailable: {err}"]
+        self._retrieval_down = None
+        return found
 
     @staticmethod
     def _query(text: str, result, prose: bool, wordy: bool = False) -> str:

@@ -18,13 +18,19 @@ class Knowledge:
     records: dict[str, Record]
     passages: dict[str, Passage]
     titles: dict[str, str] = field(default_factory=dict)  # source file -> the document's title
+    skipped: tuple[str, ...] = ()  # invalid record/passage files left out (lenient load only)
 
     @classmethod
-    def load(cls, records_dir: Path) -> Knowledge:
-        """Read ``kb/records``; raises :class:`~assistant.errors.KnowledgeBaseError` when it is missing."""
-        records = {r.failure_mode: r for r in load_records(records_dir)}
-        passages = {p.id: p for p in load_passages(records_dir)}
-        return cls(records=records, passages=passages, titles=_titles(records_dir / "manifest.json"))
+    def load(cls, records_dir: Path, *, lenient: bool = False) -> Knowledge:
+        """Read ``kb/records``; raises :class:`~assistant.errors.KnowledgeBaseError` when it is missing.
+
+        ``lenient`` (a serving process): an invalid file is left out and named in ``skipped`` instead of
+        stopping everything; the rule path keeps answering and each answer says what is missing."""
+        skipped: list[str] | None = [] if lenient else None
+        records = {r.failure_mode: r for r in load_records(records_dir, skipped)}
+        passages = {p.id: p for p in load_passages(records_dir, skipped)}
+        return cls(records=records, passages=passages, titles=_titles(records_dir / "manifest.json"),
+                   skipped=tuple(skipped or ()))
 
     def passages_for(self, mode: str) -> list[Passage]:
         """Passages specifically relevant to ``mode`` (not overviews that list every mode), in id order."""

@@ -165,3 +165,70 @@ def test_deleted_hnsw_segment_is_caught_by_the_probes(tmp_path):
     assert retriever.search("梯度爆炸", k=2)
     assert any("is damaged (" in m for m in messages), messages
     assert retriever.last_build is not None and retriever.last_build.rebuilt
+
+
+# -- one owner of the index: readers share the lock, writers hold it alone ---------------------------------
+
+
+def test_reader_waits_for_a_writer_then_reports_busy(built, monkeypatch):
+    from assistant.errors import IndexError_
+    from assistant.retrieval import retriever as retriever_module
+    from assistant.retrieval.chroma_store import IndexBusy, IndexLocation, build_lock
+    from assistant.retrieval.index import KnowledgeBase
+
+    monkeypatch.setattr(retriever_module, "READ_WAIT", 0.2)
+    retriever = Retriever(built, sample_records(), sample_passages(), progress=lambda m: None)
+    retriever.open()
+    loc = KnowledgeBase.load(built, sample_records(), sample_passages()).loc
+    assert isinstance(loc, IndexLocation)
+    with build_lock(loc):  # another process (trainfix ingest) is rebuilding
+        with pytest.raises(IndexBusy, match="being rebuilt by another process"):
+            retriever.search("CUDA out of memory", k=1)
+    assert issubclass(IndexBusy, IndexError_)
+    assert retriever.search("CUDA out of memory", k=1)[0].id == "cuda-oom"  # and serves again afterwards
+
+
+def test_index_rebuilt_by_another_process_is_reopened(built):
+    messages: list[str] = []
+    retriever = Retriever(built, sample_records(), sample_passages(), progress=messages.append)
+    assert retriever.search("CUDA out of memory", k=1)[0].id == "cuda-oom"
+    shutil.rmtree(built.data_dir / "chroma")  # what another process's rebuild does to the directory
+    build_index(built, sample_records(), sample_passages())
+    assert retriever.search("loss becomes nan", k=1)[0].id == "nan-loss"
+    assert any("changed since it was opened; re-opening" in m for m in messages), messages
+    assert retriever.last_build is None  # the reader did not write
+
+
+def test_locked_store_mid_query_is_reported_not_wiped(built, monkeypatch):
+    from assistant.errors import IndexError_
+    from assistant.retrieval import chroma_store
+
+    retriever = Retriever(built, sample_records(), sample_passages(), progress=lambda m: None)
+    retriever.open()
+    manifest = (built.data_dir / "chroma" / MANIFEST_NAME).read_bytes()
+
+    def locked(self, vector, n, kinds=None):
+        raise ChromaFailure("querying vectors: OperationalError: database is locked")
+
+    monkeypatch.setattr(chroma_store.ChromaStore, "query", locked)
+    with pytest.raises(IndexError_, match="not answering"):
+        retriever.search("CUDA out of memory")
+    assert retriever.last_build is None
+    assert (built.data_dir / "chroma" / MANIFEST_NAME).read_bytes() == manifest  # nothing was rebuilt
+
+
+def test_health_check_queries_known_records(built, monkeypatch):
+    """Vectors that still find themselves but no longer match their text are caught by querying known records."""
+    from assistant.retrieval.index import KnowledgeBase, inspect_index, known_records_ok
+
+    kb = KnowledgeBase.load(built, sample_records(), sample_passages())
+    store = kb.store()
+    try:
+        assert inspect_index(kb, store, queries=True).state == "ok"
+        ids = sorted(kb.hashes)[:3]
+        real = kb.embedder.embed
+        monkeypatch.setattr(kb.embedder, "embed", lambda texts: [list(reversed(v)) for v in real(texts)])
+        assert "did not return it" in (known_records_ok(kb, store, ids) or "")
+        assert inspect_index(kb, store, queries=True).state == "damaged"
+    finally:
+        store.close()

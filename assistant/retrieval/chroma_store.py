@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import shutil
+import time
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,15 @@ def chroma_errors(what: str) -> Iterator[None]:
         raise ChromaFailure(f"{what}: {type(err).__name__}: {str(err)[:300]}") from err
 
 
+_TRANSIENT = re2.compile(r"(?i)database is locked|database table is locked|\bbusy\b|connect(?:ion)? ?(?:error|refused|reset)"
+                         r"|timed? ?out|temporarily unavailable|RemoteProtocolError")
+
+
+def is_transient(err: BaseException) -> bool:
+    """A store that is locked by another process or a server that is (re)starting: wait, never wipe."""
+    return bool(_TRANSIENT.search(str(err)))
+
+
 @dataclass(frozen=True)
 class IndexLocation:
     """Where an index lives and what its collection and manifest are called."""
@@ -75,16 +85,54 @@ class IndexLocation:
                    collection=collection)
 
 
-@contextlib.contextmanager
-def build_lock(loc: IndexLocation) -> Iterator[None]:
-    """Exclusive lock around writes: several processes writing one Chroma directory lose vectors."""
+class IndexBusy(IndexError_):
+    """Another process holds the index lock (``trainfix ingest`` rebuilding it) longer than a reader waits."""
+
+
+def _flock(loc: IndexLocation, mode: int, wait: float | None) -> Any:
+    """Open the lock file and take ``mode``; ``wait`` seconds at most (None: as long as it takes)."""
     loc.lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(loc.lock_path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    fh = open(loc.lock_path, "a")  # noqa: SIM115 - closed by the caller
+    if wait is None:
+        fcntl.flock(fh, mode)
+        return fh
+    deadline = time.monotonic() + wait
+    while True:
         try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fh, mode | fcntl.LOCK_NB)
+            return fh
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                fh.close()
+                raise IndexBusy(f"the index at {loc.location} is being rebuilt by another process "
+                                "(trainfix ingest or index build); try again in a minute") from None
+            time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def build_lock(loc: IndexLocation, wait: float | None = None) -> Iterator[None]:
+    """Exclusive lock around writes: several processes writing one Chroma directory lose vectors.
+
+    Readers hold the same lock shared (:func:`read_lock`) while they query, so a writer never changes the
+    directory under a query and a reader never sees a half-written index. ``wait``: give up after that
+    many seconds with :class:`IndexBusy` (default: wait as long as it takes, as ``trainfix ingest`` does)."""
+    fh = _flock(loc, fcntl.LOCK_EX, wait)
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
+
+
+@contextlib.contextmanager
+def read_lock(loc: IndexLocation, wait: float = 5.0) -> Iterator[None]:
+    """Shared lock around a read: many readers at once, none while a writer holds :func:`build_lock`."""
+    fh = _flock(loc, fcntl.LOCK_SH, wait)
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
 
 
 def _chroma_settings() -> Any:

@@ -6,7 +6,7 @@ another model. The manifest (model, chunk hashes, probes) is written atomically 
 so an interrupted build is detected on the next open. Usage::
 
     from assistant.config import Settings
-    from ingest.index import build_index
+    from assistant.retrieval.index import build_index      # also re-exported as ingest.index
     report = build_index(Settings())
     print(report.embedded, report.reused, report.seconds)
 """
@@ -23,7 +23,14 @@ from pydantic import BaseModel, ConfigDict
 from assistant.cases import load_cases
 from assistant.config import Settings
 from assistant.errors import IndexError_
-from assistant.retrieval.chroma_store import ChromaFailure, ChromaStore, IndexLocation, build_lock
+from assistant.retrieval.chroma_store import (
+    ChromaFailure,
+    ChromaStore,
+    IndexBusy,
+    IndexLocation,
+    build_lock,
+    is_transient,
+)
 from assistant.retrieval.chunks import build_chunks, chunk_hash
 from assistant.retrieval.embeddings import Embedder, chroma_embedding_function, resolve_model_dir
 from assistant.retrieval.manifest import Manifest, ManifestError, read_manifest, remove_manifest, write_manifest
@@ -34,7 +41,7 @@ from kb.store import load_passages, load_records
 Progress = Callable[[str], None]
 EMBED_BATCH = 64
 
-__all__ = ["IndexReport", "IndexStatus", "KnowledgeBase", "build_index", "index_status", "inspect_index"]
+__all__ = ["IndexReport", "IndexStatus", "KnowledgeBase", "build_index", "index_status", "inspect_index", "manifest_stamp"]
 
 
 def _quiet(_: str) -> None:
@@ -89,11 +96,15 @@ def _is_empty_dir(path: Path) -> bool:
     return path.is_dir() and not any(path.iterdir())
 
 
-def inspect_index(kb: KnowledgeBase, store: ChromaStore, thorough: bool = False) -> Inspection:
-    """Check the index against its manifest without changing it.
+def inspect_index(kb: KnowledgeBase, store: ChromaStore, thorough: bool = False, queries: bool = False) -> Inspection:
+    """Check the index against its manifest without changing it (the health check).
 
     Quick checks: manifest readable and complete, same model, collection opens, vector count equals
-    the manifest's, probe vectors find themselves. ``thorough`` also compares every stored hash.
+    the manifest's, probe vectors find themselves. ``queries`` also embeds a few known records' text
+    afresh and expects each back as its own nearest neighbour (a damaged HNSW segment or corrupted
+    stored vectors can leave the count right while neighbours are wrong). ``thorough`` also compares
+    every stored hash. A locked or unreachable store raises (:class:`IndexBusy`, :class:`IndexError_`)
+    instead of being called damaged: it must not be wiped for being busy.
     """
     loc = kb.loc
     if loc.mode == "embedded":
@@ -125,11 +136,40 @@ def inspect_index(kb: KnowledgeBase, store: ChromaStore, thorough: bool = False)
         bad = store.probes_ok(manifest.probes)
         if bad:
             return Inspection("damaged", bad, manifest)
+        if queries:
+            bad = known_records_ok(kb, store, manifest.probes)
+            if bad:
+                return Inspection("damaged", bad, manifest)
         if thorough and store.stored_hashes() != manifest.chunks:
             return Inspection("damaged", "stored chunk hashes differ from the manifest", manifest)
     except ChromaFailure as err:
+        if is_transient(err):
+            raise IndexBusy(f"the index at {loc.location} is busy ({err}); try again in a minute") from err
         return Inspection("damaged", str(err), manifest)
     return Inspection("ok", "up to date", manifest)
+
+
+def known_records_ok(kb: KnowledgeBase, store: ChromaStore, ids: Sequence[str]) -> str | None:
+    """``None`` if each known chunk's text, embedded now, finds that chunk first; else what went wrong."""
+    by_id = {c.id: c for c in kb.chunks}
+    known = [by_id[i] for i in ids if i in by_id]
+    if not known:
+        return None
+    vectors = kb.embedder.embed([c.text for c in known])
+    for chunk, vector in zip(known, vectors):
+        found = store.query(vector, 3)
+        if not any(cid == chunk.id and dist < 1e-3 for cid, dist in found):
+            return f"a query for the known record {chunk.id} did not return it"
+    return None
+
+
+def manifest_stamp(loc: IndexLocation) -> tuple[int, int, int] | None:
+    """Identity of the manifest file now (inode, size, mtime): changes whenever a build completes."""
+    try:
+        st = loc.manifest_path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _probes(ids: Sequence[str]) -> list[str]:
@@ -151,14 +191,17 @@ def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], p
 
 def build_index(settings: Settings, records: Sequence[Record] | None = None,
                 passages: Sequence[Passage] | None = None, progress: Progress | None = None,
-                *, damaged: str | None = None, kb: KnowledgeBase | None = None) -> IndexReport:
+                *, damaged: str | None = None, kb: KnowledgeBase | None = None,
+                wait: float | None = None) -> IndexReport:
     """Bring the vector index up to date with ``records``/``passages`` (default: ``settings.records_dir``).
 
     Missing, damaged (garbage, half-written, count/manifest mismatch, Chroma errors) or other-model
     indexes are rebuilt from scratch; otherwise only changed chunks are embedded. ``progress`` gets
     one-line status messages. ``damaged`` forces a rebuild for that reason (a caller saw the index
-    fail); ``kb`` reuses an already loaded :class:`KnowledgeBase`. Raises :class:`IndexError_` if the
-    index cannot be built or verified.
+    fail); ``kb`` reuses an already loaded :class:`KnowledgeBase`. The build holds the index's exclusive
+    lock (readers hold it shared); ``wait`` gives up after that many seconds with :class:`IndexBusy`
+    (a serving process repairing the index), default: wait. Raises :class:`IndexError_` if the index
+    cannot be built or verified.
     """
     say = progress or _quiet
     started = time.perf_counter()
@@ -166,7 +209,7 @@ def build_index(settings: Settings, records: Sequence[Record] | None = None,
     loc = kb.loc
     store = kb.store()
     try:
-        with build_lock(loc):
+        with build_lock(loc, wait):
             return _build_locked(kb, store, say, started, damaged)
     except ChromaFailure as err:
         raise IndexError_(f"cannot build the index at {loc.location}: {err}") from err

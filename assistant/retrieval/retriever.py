@@ -16,13 +16,15 @@ if TYPE_CHECKING:
     from assistant.retrieval.bm25 import BM25Index
     from assistant.retrieval.chroma_store import ChromaStore
     from assistant.retrieval.embeddings import Embedder
-    from ingest.index import KnowledgeBase
+    from assistant.retrieval.index import KnowledgeBase
     from kb.schema import Passage, Record
 
 # Candidates taken from each list before fusion (chunks, not documents).
 CANDIDATES = 50
 KNOWLEDGE = ("record", "passage")
 MAX_EMBED_CHARS = 8000
+READ_WAIT = 5.0  # seconds a query waits for a writer (trainfix ingest) before answering without retrieval
+BUILD_WAIT = 2.0  # seconds a serving process waits to repair the index while another process is building it
 
 
 def _stderr(message: str) -> None:
@@ -62,6 +64,7 @@ class Retriever:
         self._kb: KnowledgeBase | None = None
         self._store: ChromaStore | None = None
         self._bm25: BM25Index | None = None
+        self._stamp: tuple[int, int, int] | None = None  # the manifest the open store was checked against
         self._by_id: dict[str, Chunk] = {}
         self._doc_of: dict[str, str] = {}
         self.last_build: IndexReport | None = None  # what the last (re)build this retriever triggered did
@@ -69,27 +72,48 @@ class Retriever:
     # -- opening ----------------------------------------------------------------------------
 
     def open(self) -> None:
-        """Load records, check the index and build/repair it if needed. Called by :meth:`search`."""
+        """Load records, health-check the index and build/repair it if needed. Called by :meth:`search`.
+
+        Reads hold the index's lock shared; a (re)build takes it exclusively in :func:`build_index`,
+        waiting at most :data:`BUILD_WAIT` seconds (another process building it: :class:`IndexBusy`).
+        An index rebuilt by another process since it was opened is noticed (its manifest changed) and
+        re-opened, so a long-running server never queries vectors that are gone.
+        """
+        from assistant.retrieval.chroma_store import read_lock
+        from assistant.retrieval.index import manifest_stamp
+
         with self._lock:
             if self._store is not None:
-                return
+                assert self._kb is not None
+                if manifest_stamp(self._kb.loc) == self._stamp:
+                    return
+                self.progress(f"the index at {self._kb.loc.location} changed since it was opened; re-opening it")
+                self._drop_store()
             from assistant.retrieval.bm25 import BM25Index
-            from ingest.index import KnowledgeBase, build_index, inspect_index
+            from assistant.retrieval.index import KnowledgeBase, build_index, inspect_index
 
-            kb = KnowledgeBase.load(self.settings, self._records, self._passages, embedder=self._embedder)
+            kb = self._kb or KnowledgeBase.load(self.settings, self._records, self._passages, embedder=self._embedder)
             store = kb.store()
-            found = inspect_index(kb, store)
+            try:
+                with read_lock(kb.loc, READ_WAIT):
+                    found = inspect_index(kb, store, queries=True)
+                    stamp = manifest_stamp(kb.loc)
+            except BaseException:
+                store.close()
+                raise
             fresh = found.state == "ok" and found.manifest is not None and found.manifest.chunks == kb.hashes
             if not fresh:
                 store.close()
                 if found.state == "ok":
                     self.progress(f"kb/records changed since the index at {kb.loc.location} was built; updating it")
-                self.last_build = build_index(self.settings, progress=self.progress, kb=kb)
+                self.last_build = build_index(self.settings, progress=self.progress, kb=kb, wait=BUILD_WAIT)
                 store = kb.store()
-            self._kb, self._store = kb, store
+                stamp = manifest_stamp(kb.loc)
+            self._kb, self._store, self._stamp = kb, store, stamp
             self._by_id = {c.id: c for c in kb.chunks}
             self._doc_of = {c.id: c.doc_id for c in kb.chunks}
-            self._bm25 = BM25Index.from_chunks(kb.chunks)
+            if self._bm25 is None:
+                self._bm25 = BM25Index.from_chunks(kb.chunks)
 
     def close(self) -> None:
         """Release the Chroma client."""
@@ -98,41 +122,62 @@ class Retriever:
                 self._store.close()
             self._store = None
 
-    def _repair(self, why: str) -> None:
-        from ingest.index import build_index
-
-        assert self._kb is not None and self._store is not None
-        self._store.close()
+    def _drop_store(self) -> None:
+        """Forget the open client entirely (embedded: Chroma's per-directory cache too), to re-open afresh."""
+        if self._store is not None:
+            self._store.close()
+            if self._store.loc.mode == "embedded":
+                self._store._forget_system()
         self._store = None
-        self.last_build = build_index(self.settings, progress=self.progress, damaged=why, kb=self._kb)
+
+    def _repair(self, why: str) -> None:
+        from assistant.retrieval.index import build_index, manifest_stamp
+
+        assert self._kb is not None
+        self._drop_store()
+        self.last_build = build_index(self.settings, progress=self.progress, damaged=why, kb=self._kb, wait=BUILD_WAIT)
         self._store = self._kb.store()
+        self._stamp = manifest_stamp(self._kb.loc)
 
     # -- searching --------------------------------------------------------------------------
 
     def vector_search(self, query: str, n: int = CANDIDATES, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """(chunk id, cosine distance) of the nearest chunks (of ``kinds``); repairs the index once on a Chroma error."""
-        from assistant.retrieval.chroma_store import ChromaFailure
+        """(chunk id, cosine distance) of the nearest chunks (of ``kinds``).
+
+        On a Chroma error: a locked store or an unreachable server is reported (:class:`IndexError_`),
+        never wiped; a server connection is re-made once; anything else repairs the index once."""
+        from assistant.retrieval.chroma_store import ChromaFailure, is_transient, read_lock
 
         self.open()
         assert self._kb is not None
         # The model reads only its first 256 word pieces; don't make the tokenizer walk a 10 MB paste.
         vector = self._kb.embedder.embed([query[:MAX_EMBED_CHARS]])[0]
-        for attempt in (1, 2):
+        reconnected = repaired = False
+        while True:
+            self.open()
             assert self._store is not None
             try:
-                found = self._store.query(vector, n, kinds)
+                with read_lock(self._kb.loc, READ_WAIT):
+                    found = self._store.query(vector, n, kinds)
             except ChromaFailure as err:
-                if attempt == 2:
+                if self._kb.loc.mode == "server" and not reconnected:
+                    reconnected = True  # a restarted server: a new connection, same collection
+                    self._drop_store()
+                    continue
+                if is_transient(err):
+                    raise IndexError_(f"the index at {self._kb.loc.location} is not answering ({err})") from err
+                if repaired:
                     raise IndexError_(f"the index at {self._kb.loc.location} still fails after a rebuild: {err}") from err
+                repaired = True
                 self._repair(str(err))
                 continue
             unknown = [cid for cid, _ in found if cid not in self._by_id]
             if not unknown:
                 return found
-            if attempt == 2:
+            if repaired:
                 raise IndexError_(f"the index at {self._kb.loc.location} returns unknown chunks ({unknown[0]})")
+            repaired = True
             self._repair(f"it returned {len(unknown)} chunk(s) that are not in kb/records")
-        raise AssertionError("unreachable")
 
     def bm25_search(self, query: str, n: int = CANDIDATES, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """(chunk id, BM25 score) of the best lexical matches (of ``kinds``)."""
