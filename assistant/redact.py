@@ -24,6 +24,7 @@ class SecretPattern(BaseModel):
     id: str
     pattern: str
     note: str | None = None
+    min_length: int = 0  # a shorter secret is left alone
     examples: dict[str, list[str]]
 
 
@@ -44,21 +45,21 @@ def patterns() -> tuple[SecretPattern, ...]:
 
 
 @lru_cache(maxsize=1)
-def _compiled() -> tuple[tuple[str, re2._Regexp], ...]:
+def _compiled() -> tuple[tuple[str, re2._Regexp, int], ...]:
     opts = re2.Options()
     opts.max_mem = 64 << 20
-    return tuple((p.id, re2.compile(p.pattern, opts)) for p in patterns() if p.id != "private-key-block")
+    return tuple((p.id, re2.compile(p.pattern, opts), p.min_length) for p in patterns() if p.id != "private-key-block")
 
 
 def _redact_line(line: str, found: list[str]) -> str:
-    for pid, rx in _compiled():
+    for pid, rx, min_length in _compiled():
         parts: list[str] = []
         pos = 0
         use_group = "secret" in rx.groupindex
         for m in rx.finditer(line):
             gi = rx.groupindex["secret"] if use_group else 0
             start, end = m.span(gi) if m.group(gi) is not None else m.span()
-            if line.startswith("[REDACTED:", start):  # already redacted by an earlier, more specific pattern
+            if line.startswith("[REDACTED:", start) or end - start < min_length:  # already redacted, or too short
                 continue
             parts.append(line[pos:start])
             parts.append(f"[REDACTED:{pid}]")
