@@ -166,3 +166,15 @@ def test_index_that_cannot_be_opened_leaves_the_rule_path_answering(tmp_path):
     # the next message does not re-try at once (a rebuild attempt per message would stall a service)
     again = assistant.diagnose(OOM)
     assert any(n.startswith("Retrieval is unavailable") for n in again.notices)
+
+
+def test_chroma_server_down_leaves_the_rule_path_answering(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port that refuses connections: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+        assistant = Assistant(Settings(data_dir=tmp_path / "d", chroma_url=url), retrieval="always")
+        d = assistant.diagnose(OOM)
+    assert d.candidates[0].failure_mode == "cuda-oom"
+    assert any("cannot reach the Chroma server" in n for n in d.notices), d.notices
