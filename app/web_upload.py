@@ -6,6 +6,7 @@ when its ``with`` block ends, whatever happened inside.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import gzip
 import os
@@ -52,9 +53,10 @@ def check_name(name: str) -> None:
 def _looks_binary(head: bytes) -> bool:
     if not head:
         return False
-    if b"\x00" in head:
+    utf16 = head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))  # a PowerShell log: the triage decodes it
+    if b"\x00" in head and not utf16:
         return True
-    text = head.decode("utf-8", errors="replace")
+    text = head[: len(head) // 2 * 2].decode("utf-16", errors="replace") if utf16 else head.decode("utf-8", errors="replace")
     bad = text.count("\ufffd")
     # A multi-byte character cut at the 8 KiB boundary is not a sign of binary data.
     return bad > 3 and bad > BINARY_SHARE * len(text)

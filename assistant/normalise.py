@@ -9,6 +9,7 @@ cleanup never removes one.
 
 from __future__ import annotations
 
+import codecs
 from dataclasses import dataclass, field
 
 import re2
@@ -49,10 +50,14 @@ class CleanStats:
     cjk_chars: int = 0
     ascii_letters: int = 0
     has_text: bool = False  # any non-whitespace character seen
+    utf16: bool = False  # the input started with a UTF-16 byte-order mark and was decoded as UTF-16
 
     def notices(self) -> list[str]:
         """Plain-English notices about what cleanup removed or changed."""
         out: list[str] = []
+        if self.utf16:
+            out.append("The input is UTF-16 (it starts with a byte-order mark, as PowerShell writes files); "
+                       "it was decoded as such.")
         dropped = self.nul_bytes + self.invalid_utf8
         if self.raw_bytes and dropped > 0.3 * self.raw_bytes:
             out.append(
@@ -158,10 +163,13 @@ class Chunker:
     _next_line: int = 1
     _ended_with_newline: bool = True
     _saw_any: bool = False
+    _head: bytes | None = b""  # the first bytes, held until a byte-order mark can be recognised (None: done)
+    _utf16: codecs.IncrementalDecoder | None = None
 
     def feed(self, raw: bytes) -> list[Chunk]:
         """Add raw bytes; return the chunks that are complete."""
         self._saw_any = self._saw_any or bool(raw)
+        raw = self._decode(raw)
         self._buf += raw
         out: list[Chunk] = []
         while len(self._buf) > self.max_chunk:
@@ -179,9 +187,28 @@ class Chunker:
             del self._buf[: nl + 1]
         return out
 
+    def _decode(self, raw: bytes, final: bool = False) -> bytes:
+        """A UTF-16 input (byte-order mark first) re-encoded as UTF-8; a UTF-8 byte-order mark dropped."""
+        if self._head is not None:
+            head = self._head + raw
+            if len(head) < 3 and not final:
+                self._head = head
+                return b""
+            self._head = None
+            if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+                self._utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+                self.stats.utf16 = True
+            elif head.startswith(codecs.BOM_UTF8):
+                head = head[3:]
+            raw = head
+        if self._utf16 is not None:
+            return self._utf16.decode(raw, final).encode("utf-8", errors="replace")
+        return raw
+
     def finish(self) -> list[Chunk]:
         """Flush what is left (the last line may lack a newline) and count the lines."""
         out: list[Chunk] = []
+        self._buf += self._decode(b"", final=True)
         if self._buf:
             out.append(self._emit(bytes(self._buf)))
             self._buf.clear()
