@@ -18,6 +18,10 @@ from assistant.redact import redact
 PROMPT = Path(__file__).resolve().parent.parent / "kb" / "prompts" / "rephrase.md"
 MAX_MESSAGE_CHARS = 4000
 _MARKER = re2.compile(r"\[(\d{1,3})\]")
+# Markup a retelling of the sources never needs, but a paste that instructs the model could make it emit:
+# HTML or Slack control sequences (<img onerror>, <!channel>), Markdown links and images (a phishing link, an
+# image URL that carries the conversation away), bare URLs (linkified by the chat).
+_MARKUP = re2.compile(r"(?i)<[a-z!/?@#]|\]\(|!\[|\b(?:https?|ftp|file)://|\bwww\.|javascript:")
 _LANGUAGE = {"zh": "Simplified Chinese", "en": "English"}
 
 
@@ -68,6 +72,9 @@ def check(output: str, sources: int) -> str:
     unknown = sorted(m for m in markers if not 1 <= m <= sources)
     if unknown:
         raise RephraseRejected(f"the model cited sources that do not exist: {unknown}")
+    if _MARKUP.search(text):
+        raise RephraseRejected("the model's answer contains HTML, a link or an image, which a retelling of the "
+                               "sources never needs")
     return text
 
 
