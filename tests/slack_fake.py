@@ -282,3 +282,43 @@ def post_blocks(call: Call) -> list[dict]:
 def post_text(call: Call) -> str:
     """Everything a post shows: its fallback text and every string in its blocks."""
     return call.params.get("text", "") + "\n" + json.dumps(post_blocks(call), ensure_ascii=False)
+
+
+# -- the real bot, served over HTTP --------------------------------------------------------------
+
+SIGNING_SECRET = "test-signing-secret"
+JSON_TYPE = "application/json"
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+class Bot:
+    """A running bot: Bolt app + our HTTP server on 127.0.0.1:0, talking to ``fake``."""
+
+    def __init__(self, fake: FakeSlack, data_dir, assistant) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        from pydantic import SecretStr
+
+        from app.slack_bot import build_app, web_client
+        from app.slack_http import PATH, SlackHTTPServer
+        from app.slack_settings import SlackSettings
+
+        self.settings = SlackSettings(data_dir=data_dir, slack_bot_token=SecretStr("xoxb-fake"),
+                                      slack_signing_secret=SecretStr(SIGNING_SECRET), slack_api_url=fake.api_url)
+        self.executor = ThreadPoolExecutor(max_workers=4)
+        self.app, self.bot = build_app(self.settings, assistant, client=web_client(self.settings), executor=self.executor)
+        self.server = SlackHTTPServer(self.app, "127.0.0.1", 0)
+        self.server.start()
+        self.url = f"http://127.0.0.1:{self.server.port}{PATH}"
+
+    def event(self, event: dict, event_id: str, **headers: str) -> tuple[int, dict]:
+        body = event_body(event, event_id)
+        return send(self.url, body, {**sign(SIGNING_SECRET, body), **headers}, JSON_TYPE)
+
+    def form(self, body: str) -> tuple[int, dict]:
+        return send(self.url, body, sign(SIGNING_SECRET, body), FORM_TYPE)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.executor.shutdown(wait=True)  # the work still in flight ends before the fake Slack goes away
+        self.server.server_close()

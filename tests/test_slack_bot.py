@@ -11,7 +11,6 @@ import json
 import sqlite3
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,13 @@ from pydantic import SecretStr
 
 from app.slack_blocks import FEEDBACK_UP, FOLLOW_UP_ACTION
 from app.slack_bot import build_app, slack_text, web_client
-from app.slack_http import PATH, SlackHTTPServer
 from app.slack_settings import SlackSettings
 from assistant import Assistant, Settings
 from assistant.redact import patterns
 from tests.slack_fake import (
     BOT_USER,
+    SIGNING_SECRET,
+    Bot,
     NOT_A_MEMBER,
     FakeSlack,
     action_body,
@@ -37,7 +37,7 @@ from tests.slack_fake import (
     sign,
 )
 
-SECRET = "test-signing-secret"
+SECRET = SIGNING_SECRET
 WEB = Path(__file__).parent / "fixtures" / "web"
 OOM = (WEB / "oom_traceback.txt").read_text(encoding="utf-8")
 TRAINER_LOG = (WEB / "trainer_nan.log").read_bytes()
@@ -63,31 +63,6 @@ def with_retrieval(shared_data_dir) -> Assistant:
     assistant = Assistant(Settings(data_dir=shared_data_dir), retrieval="auto")
     assistant.search("warm up")
     return assistant
-
-
-class Bot:
-    """A running bot: Bolt app + our HTTP server on 127.0.0.1:0, talking to ``fake``."""
-
-    def __init__(self, fake: FakeSlack, data_dir: Path, assistant: Assistant) -> None:
-        self.settings = SlackSettings(data_dir=data_dir, slack_bot_token=SecretStr("xoxb-fake"),
-                                      slack_signing_secret=SecretStr(SECRET), slack_api_url=fake.api_url)
-        self.executor = ThreadPoolExecutor(max_workers=4)
-        self.app, self.bot = build_app(self.settings, assistant, client=web_client(self.settings), executor=self.executor)
-        self.server = SlackHTTPServer(self.app, "127.0.0.1", 0)
-        self.server.start()
-        self.url = f"http://127.0.0.1:{self.server.port}{PATH}"
-
-    def event(self, event: dict, event_id: str, **headers: str) -> tuple[int, dict]:
-        body = event_body(event, event_id)
-        return send(self.url, body, {**sign(SECRET, body), **headers}, JSON_TYPE)
-
-    def form(self, body: str) -> tuple[int, dict]:
-        return send(self.url, body, sign(SECRET, body), FORM_TYPE)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.executor.shutdown(wait=True)  # the work still in flight ends before the fake Slack goes away
-        self.server.server_close()
 
 
 @pytest.fixture
