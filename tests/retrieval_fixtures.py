@@ -98,21 +98,64 @@ def sample_passages() -> list[Passage]:
     ]
 
 
-def free_port() -> int:
+def refusing_port():
+    """A context manager yielding a loopback port that refuses connections: bound, never listening, and held
+    (no other process can take it) until the block ends."""
+    import contextlib
     import socket
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    @contextlib.contextmanager
+    def held():
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            yield s.getsockname()[1]
+
+    return held()
+
+
+def listening_ports(pid: int) -> list[int]:
+    """TCP ports process ``pid`` listens on (psutil; else Linux /proc: its socket inodes in /proc/net/tcp*)."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        conns = psutil.Process(pid).net_connections(kind="tcp")
+        return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN})
+    import os
+
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[3] == "0A" and f[9] in inodes:  # 0A: LISTEN
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return sorted(ports)
 
 
 class ChromaServer:
-    """A real ``chroma run`` server in a subprocess, stopped on exit (use as a context manager)."""
+    """A real ``chroma run`` server in a subprocess, stopped on exit (use as a context manager).
+
+    It binds port 0 and the port is read from the sockets the process listens on: no free port is picked
+    beforehand, so no other process can take it in between (``chroma run`` reports ``:0``, not the port).
+    """
 
     def __init__(self, path, startup_timeout: float = 90.0) -> None:
         self.path = path
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port: int | None = None
+        self.url: str | None = None
         self.timeout = startup_timeout
         self.proc = None
 
@@ -127,7 +170,7 @@ class ChromaServer:
         Path(self.path).mkdir(parents=True, exist_ok=True)
         self.log = open(Path(self.path) / "server.log", "wb")
         self.proc = subprocess.Popen(
-            [str(chroma), "run", "--path", str(Path(self.path) / "db"), "--host", "127.0.0.1", "--port", str(self.port)],
+            [str(chroma), "run", "--path", str(Path(self.path) / "db"), "--host", "127.0.0.1", "--port", "0"],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + self.timeout
@@ -135,12 +178,14 @@ class ChromaServer:
             while True:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"chroma run exited with {self.proc.returncode}; see {self.log.name}")
-                try:
-                    with urllib.request.urlopen(f"{self.url}/api/v2/heartbeat", timeout=2) as resp:
-                        if resp.status == 200:
-                            return self
-                except OSError:
-                    pass
+                for port in listening_ports(self.proc.pid):
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2) as resp:
+                            if resp.status == 200:
+                                self.port, self.url = port, f"http://127.0.0.1:{port}"
+                                return self
+                    except OSError:
+                        pass
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"chroma run did not answer its heartbeat within {self.timeout:.0f} s")
                 time.sleep(0.2)

@@ -41,8 +41,9 @@ def test_server_mode_matches_embedded_mode(tmp_path):
 
 
 def test_unreachable_server_is_a_clear_error(tmp_path):
-    from retrieval_fixtures import free_port
+    from retrieval_fixtures import refusing_port
 
-    settings = Settings(data_dir=tmp_path / "d", chroma_url=f"http://127.0.0.1:{free_port()}")
-    with pytest.raises(IndexError_, match="cannot reach the Chroma server"):
-        build_index(settings, sample_records(), sample_passages())
+    with refusing_port() as port:  # held for the whole test: nothing else can start listening on it
+        settings = Settings(data_dir=tmp_path / "d", chroma_url=f"http://127.0.0.1:{port}")
+        with pytest.raises(IndexError_, match="cannot reach the Chroma server"):
+            build_index(settings, sample_records(), sample_passages())

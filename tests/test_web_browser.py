@@ -34,7 +34,11 @@ TRAINER_LOG = WEB / "trainer_nan.log"
 WAIT_MS = 180_000  # the first answer loads the knowledge base; a slow machine gets plenty of time
 
 
+PORT_TRIES = 20  # Gradio cannot bind port 0 (its start-up check calls the URL it was given): a taken port is re-picked
+
+
 def free_port() -> int:
+    """A port that was free a moment ago: callers retry with another when the server cannot bind it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -58,8 +62,14 @@ def running_app(settings: Settings):
     """A real web app on a free loopback port, serving until the block ends; yields its URL."""
     from app.web import launch
 
-    port = free_port()
-    demo = launch(settings, host="127.0.0.1", port=port, block=False)
+    for attempt in range(PORT_TRIES):
+        port = free_port()
+        try:  # Gradio binds the port itself and raises OSError when another process took it in between
+            demo = launch(settings, host="127.0.0.1", port=port, block=False)
+            break
+        except OSError:
+            if attempt == PORT_TRIES - 1:
+                raise
     url = f"http://127.0.0.1:{port}/"
     try:
         wait_for_http(url)
@@ -273,12 +283,16 @@ def test_login_guards_the_page_and_the_api(shared_data_dir):
 
 
 def test_web_command_prints_the_url_and_serves_it(shared_data_dir):
-    port = free_port()
     env = {**os.environ, "TRAINFIX_DATA_DIR": str(shared_data_dir)}
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "web", "--port", str(port)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for _ in range(PORT_TRIES):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "web", "--port", str(port)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        first = proc.stdout.readline()  # printed once it serves, or the error when the port was taken
+        if "cannot serve on" not in first:
+            break
+        proc.wait(timeout=60)
     try:
-        first = proc.stdout.readline()
         assert first.strip() == f"trainfix web: open http://127.0.0.1:{port}"
         wait_for_http(f"http://127.0.0.1:{port}/")
     finally:

@@ -88,10 +88,20 @@ def _command(case: CaseSpec, port: int | None) -> list[str]:
     return [sys.executable, script]
 
 
+PORT_TRIES = 5  # torchrun binds the master port a moment after free_port(): a port taken in between is re-picked
+
+
 def run_case(case: CaseSpec) -> CaseRun:
     """Run `cases/<id>.py` for real (fresh temp dir as cwd, hard timeout) and capture stdout+stderr."""
+    for _ in range(PORT_TRIES - 1):
+        run = _run_case(case, free_port() if case.launcher == "torchrun" else None)
+        if case.launcher != "torchrun" or "address already in use" not in run.raw.lower():
+            return run
+    return _run_case(case, free_port())
+
+
+def _run_case(case: CaseSpec, port: int | None) -> CaseRun:
     tmp = Path(tempfile.mkdtemp(prefix=f"zoo-{case.id}-"))
-    port = free_port() if case.launcher == "torchrun" else None
     command = _command(case, port)
     env = {**os.environ, **base_env(tmp), **case.env}
     start = time.monotonic()
