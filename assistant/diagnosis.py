@@ -19,7 +19,7 @@ Route = Literal["rule", "metrics", "cases", "retrieval"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")  # NaN/inf read back from JSON
 
 
 class CauseView(_Model):

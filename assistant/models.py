@@ -16,7 +16,9 @@ Strength = Literal["strong", "medium", "weak"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # A NaN or infinite value (a NaN loss) is written as "NaN"/"Infinity" in JSON, which reads back; the
+    # default (null) would not validate as a float when a stored answer is loaded again.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class Evidence(_Model):

@@ -317,6 +317,21 @@ def test_thumbs_up_feeds_the_web_chats_feedback_store(bot, fake, tmp_path):
     assert cases[0]["labels"] == ["cuda-oom"]
 
 
+def test_thumbs_up_on_a_nan_loss_answer_is_stored(bot, fake, tmp_path):
+    # The NaN-onset finding's value is NaN: the stored answer must read back (found by bench/bench_load.py).
+    bot.event(mention(NAN_PASTE, ts="1700000750.000750"), "Ev-fb-nan")
+    posts = answered(fake, "1700000750.000750")
+    up = [el for el in _buttons(posts) if el["action_id"] == FEEDBACK_UP][0]
+    bot.form(action_body({"action_id": FEEDBACK_UP, "block_id": "tf_feedback", "value": up["value"]},
+                         "C0CHAN", posts[-1].reply["ts"], "1700000750.000750"))
+    thanks = fake.wait_for(lambda: fake.named("chat.postEphemeral"), "the thanks")
+    assert "Thanks" in thanks[0].params["text"]
+    from app.feedback import FeedbackStore
+
+    rows = list(FeedbackStore(tmp_path).rows())
+    assert len(rows) == 1 and rows[0].rating == 1
+
+
 # -- security: signatures, retries, secrets, injection --------------------------------------------
 
 
