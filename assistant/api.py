@@ -24,6 +24,7 @@ RetrievalUse = Literal["auto", "always", "never"]
 CONFIDENT = 0.5  # below this top rule confidence, retrieval is consulted too
 SEARCH_K = 5
 WORDY_SHARE = 0.6  # a post whose lines are mostly words is searched like a question
+RECOGNISED = 0.85  # a triage confidence this high answers words without retrieval (ranking.STRONG)
 
 
 class Exchange(BaseModel):
@@ -46,7 +47,7 @@ class Assistant:
     def __init__(self, settings: Settings | None = None, *, retrieval: RetrievalUse = "auto") -> None:
         self.settings = settings or Settings()
         self.retrieval: RetrievalUse = retrieval
-        self.knowledge = Knowledge.load(self.settings.records_dir)
+        self.knowledge = Knowledge.cached(self.settings.records_dir)
         self.cases = case_memory(self.settings.cases_dir)
         self._cases_by_id = {c.id: c for c in self.cases.cases}
         self._left_out: str | None = None
@@ -138,7 +139,7 @@ class Assistant:
         hits: list = []
         ranking = preliminary
         top = preliminary.top.raw if preliminary.top else 0.0
-        if self.retrieval == "always" or (self.retrieval == "auto" and (wordy or preliminary.declined or top < CONFIDENT)):
+        if self._consult_retrieval(preliminary, wordy, question):
             hits, case_hits, more = self._search(self._query(text, result, prose, wordy))
             warnings += more
             ranking = rank(result, votes, retrieval_votes(hits, case_hits, self._cases_by_id, self._left_out),
@@ -151,6 +152,19 @@ class Assistant:
             answers=answers, extra_warnings=warnings, tree=self._engine().tree,
         )
         return self._rephrase(diagnosis, text) if self.settings.llm_model else diagnosis
+
+    def _consult_retrieval(self, preliminary, wordy: bool, question: bool) -> bool:
+        """Whether retrieval is consulted: always for questions, for posts in words and for what the rules
+        are unsure of — except words the signature rules recognise outright (``CUDA out of memory. Tried
+        to allocate 2.00 GiB`` without its exception class), answered from the rules like the full line."""
+        if self.retrieval != "auto":
+            return self.retrieval == "always"
+        top = preliminary.top
+        if top is None or preliminary.declined or top.raw < CONFIDENT:
+            return True
+        if not wordy:
+            return False
+        return question or not _recognised(top)
 
     def _engine(self):
         from assistant.triage import engine_for
@@ -218,6 +232,11 @@ class Assistant:
             lines = [ln for ln in text.strip().splitlines() if ln.strip()]
             parts = lines[-6:]
         return "\n".join(parts)[:2000]
+
+
+def _recognised(top) -> bool:
+    """A signature recognised the words outright: a strong triage signal alone decides the top mode."""
+    return top.signals.get("triage", 0.0) >= RECOGNISED
 
 
 def _origin(history: Sequence[Exchange]) -> str | None:

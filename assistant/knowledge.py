@@ -26,6 +26,14 @@ class Knowledge:
         passages = {p.id: p for p in load_passages(records_dir)}
         return cls(records=records, passages=passages, titles=_titles(records_dir / "manifest.json"))
 
+    @classmethod
+    def cached(cls, records_dir: Path) -> Knowledge:
+        """:meth:`load`, from a snapshot keyed by the records' content when one exists."""
+        from assistant.snapshot import cached, files_under
+
+        records_dir = Path(records_dir)
+        return cached("knowledge", files_under(records_dir, ("**/*.json",)), lambda: cls.load(records_dir))
+
     def passages_for(self, mode: str) -> list[Passage]:
         """Passages specifically relevant to ``mode`` (not overviews that list every mode), in id order."""
         return [p for p in self.passages.values() if mode in p.failure_modes and len(p.failure_modes) <= GENERIC]
