@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -24,6 +26,8 @@ RetrievalUse = Literal["auto", "always", "never"]
 CONFIDENT = 0.5  # below this top rule confidence, retrieval is consulted too
 SEARCH_K = 5
 WORDY_SHARE = 0.6  # a post whose lines are mostly words is searched like a question
+RECENT_ANSWERS = 64  # answers kept for repeated pastes
+RECENT_MAX_BYTES = 1 << 20  # larger input is not kept
 RECOGNISED = 0.85  # a triage confidence this high answers words without retrieval (ranking.STRONG)
 
 
@@ -53,6 +57,7 @@ class Assistant:
         self._left_out: str | None = None
         self.calibration = load_calibration(self.settings.kb_dir / "calibration.yaml")
         self._retriever = None
+        self._recent: OrderedDict[str, Diagnosis] = OrderedDict()  # input hash -> answer (LRU)
 
     # -- public -----------------------------------------------------------------------------
 
@@ -65,8 +70,18 @@ class Assistant:
         """
         if not isinstance(text, (str, bytes, bytearray)):
             raise InputError(f"diagnose expects text, got {type(text).__name__}")
+        key = self._cache_key(text, answers, lang)
+        cached = self._recent.get(key) if key else None
+        if cached is not None:  # the same paste again (a retry, a second user): the same answer, not recomputed
+            self._recent.move_to_end(key)
+            return cached.model_copy(deep=True)
         result = triage(text, answers, kb_dir=self.settings.kb_dir)
-        return self._answer(result, lang, answers)
+        diagnosis = self._answer(result, lang, answers)
+        if key:
+            self._recent[key] = diagnosis.model_copy(deep=True)
+            while len(self._recent) > RECENT_ANSWERS:
+                self._recent.popitem(last=False)
+        return diagnosis
 
     def diagnose_file(self, path: str | Path, *, answers: dict[str, str] | None = None,
                       lang: Lang | None = None) -> Diagnosis:
@@ -121,6 +136,16 @@ class Assistant:
         return self._get_retriever().search(query, k=k, kinds=("case",))
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _cache_key(self, text: str | bytes, answers: dict[str, str] | None, lang: Lang | None) -> str | None:
+        """sha256 of the input and of everything else the answer depends on; None for input too large to keep."""
+        data = text.encode("utf-8", errors="replace") if isinstance(text, str) else bytes(text)
+        if len(data) > RECENT_MAX_BYTES or self.settings.llm_model:
+            return None  # an LLM retelling is not deterministic: never replayed
+        extra = repr((sorted((answers or {}).items()), lang, self.retrieval, self._left_out, id(self.calibration),
+                      id(self.knowledge), id(self.cases), str(self.settings.kb_dir))).encode()
+        return hashlib.sha256(data + b"\0" + extra).hexdigest()
+
 
     def _answer(self, result: Triage, lang: Lang | None, answers: dict[str, str] | None) -> Diagnosis:
         """Rules first; then case memory, retrieval where it helps, ranking and the decline decision."""

@@ -101,3 +101,38 @@ def test_fast_cli_prints_what_the_typer_cli_prints(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "app.main", "diagnose", str(tmp_path / "missing.log")],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert bad.returncode == 2 and bad.stderr.startswith("trainfix: file not found")
+
+
+def test_a_repeated_paste_gets_an_equal_answer_that_the_caller_may_change():
+    from assistant.api import Assistant
+
+    a = Assistant(retrieval="never")
+    first = a.diagnose(RECOGNISED[0])
+    first.candidates[0].failure_mode = "changed by the caller"
+    again = a.diagnose(RECOGNISED[0])
+    assert again.candidates[0].failure_mode == "cuda-oom"
+    assert again == a.diagnose(RECOGNISED[0].encode())  # str and bytes of the same text: one key
+    assert a.diagnose(RECOGNISED[0], lang="zh").language == "zh"  # the language is part of the key
+
+
+def test_one_answer_embeds_its_query_once(tmp_path):
+    from retrieval_fixtures import SyntheticEmbedder, sample_passages, sample_records
+
+    from assistant.config import Settings
+    from assistant.retrieval import Retriever
+
+    class Counting(SyntheticEmbedder):
+        queries = 0
+
+        def embed(self, texts):
+            if len(texts) == 1:
+                Counting.queries += 1
+            return super().embed(texts)
+
+    r = Retriever(Settings(data_dir=tmp_path), sample_records(), sample_passages(), progress=lambda m: None,
+                  embedder=Counting())
+    first = r.search("CUDA out of memory during backward", k=3)
+    r.search("CUDA out of memory during backward", k=3, kinds=("record",))
+    assert r.search("CUDA out of memory during backward", k=3) == first
+    assert Counting.queries == 1
+    r.close()
