@@ -355,7 +355,12 @@ class MetricsAnalyser:
             self.formats.add("deepspeed")
         elif values and "megatron" not in self.formats and "tqdm" not in self.formats:
             self.formats.add("key-value")
-        util = (_SMI.search(body), _GPU_UTIL.search(body)) if "%" in body else ()
+        util = ()
+        if "%" in body:  # a progress bar has "%" too: on ASCII text, skip what cannot match (RE2 calls cost)
+            plain = body.isascii()
+            util = (_SMI.search(body) if not plain or "default" in low or "e. process" in low or "prohibited" in low
+                    else None,
+                    _GPU_UTIL.search(body) if not plain or "gpu" in low else None)
         for m in util:
             if m:
                 self._gpu_util(number, float(m.group(1)), rank)
