@@ -199,13 +199,12 @@ def _plan(line: str, replay: bool = False):
             steps.append(("sep", k0, e, a, b, vs, vs + len(raw)))
         prev_end = i + 1 + (len(window) - len(rest)) + len(raw)
     found = {k for k, _ in out}
-    low = None
+    low = line.lower()
     for kw in _SPACE_KEYS:
-        if kw in found:
+        if kw in found or kw not in low:  # a keyword absent from the line is absent from its whole shape
             continue
         steps.append(("space", kw))
         if replay:
-            low = low if low is not None else line.lower()
             out.extend(_space_value(line, low, kw))
     return (out if replay else steps), cacheable
 
