@@ -80,7 +80,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--smoke", action="store_true", help="one repeat, no RAG stack (keeps the script running)")
     args = ap.parse_args()
-    report("cold", run(1 if args.smoke else args.repeats, args.smoke))
+    report("cold", run(1 if args.smoke else args.repeats, args.smoke), keep=not args.smoke)
 
 
 if __name__ == "__main__":

@@ -137,10 +137,11 @@ def save(name: str, rows: list[Row], extra: dict | None = None) -> Path:
     return path
 
 
-def report(name: str, rows: list[Row], extra: dict | None = None) -> None:
-    """Print the rows as a table and save them."""
+def report(name: str, rows: list[Row], extra: dict | None = None, *, keep: bool = True) -> None:
+    """Print the rows as a table and (unless ``keep`` is false: a smoke run) save them."""
     print(table(rows))
-    print(f"\nJSON: {save(name, rows, extra).relative_to(ROOT)}")
+    if keep:
+        print(f"\nJSON: {save(name, rows, extra).relative_to(ROOT)}")
 
 
 def self_rss_mib() -> float:

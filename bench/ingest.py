@@ -46,7 +46,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--smoke", action="store_true", help="one repeat, without building the index")
     args = ap.parse_args()
-    report("ingest", run(args.repeats, args.smoke))
+    report("ingest", run(args.repeats, args.smoke), keep=not args.smoke)
 
 
 if __name__ == "__main__":

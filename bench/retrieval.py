@@ -111,7 +111,7 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="20 synthetic records, no model")
     args = ap.parse_args()
     sizes = (20,) if args.smoke else tuple(int(x) for x in args.sizes.split(","))
-    report("retrieval", run(sizes, args.smoke))
+    report("retrieval", run(sizes, args.smoke), keep=not args.smoke)
 
 
 if __name__ == "__main__":

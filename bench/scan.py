@@ -85,7 +85,7 @@ def main() -> None:
         rows = run(1.0, 1, args.log, smoke=True)
     else:
         rows = run(args.size_mb, args.repeats, args.log)
-    report("scan" if args.size_mb == 100 else f"scan-{args.size_mb:g}mb", rows)
+    report("scan" if args.size_mb == 100 else f"scan-{args.size_mb:g}mb", rows, keep=not args.smoke)
 
 
 if __name__ == "__main__":

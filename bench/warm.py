@@ -71,7 +71,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="two texts, rule path only")
     args = ap.parse_args()
-    report("warm", run(args.smoke))
+    report("warm", run(args.smoke), keep=not args.smoke)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def main() -> None:
         _serve()
         return
     rows = run(2, 1, smoke=True) if args.smoke else run(args.users, args.requests)
-    report("web", rows)
+    report("web", rows, keep=not args.smoke)
 
 
 if __name__ == "__main__":
