@@ -9,17 +9,18 @@ with its reference, ratio and target, and the command that reproduces the row) a
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
 
-from bench.common import ROOT, Row, machine, save, table
+from bench.common import RESULTS, ROOT, Row, machine, save, table
 
 START = "<!-- bench:start -->"
 END = "<!-- bench:end -->"
 
 
-def collect(quick: bool = False, smoke: bool = False) -> list[Row]:
-    """Run every benchmark; one that fails adds a row saying so and the others still run."""
+def collect(quick: bool = False, smoke: bool = False, only: set[str] | None = None) -> list[Row]:
+    """Run every benchmark (or those in ``only``); one that fails adds a row saying so and the others still run."""
     from bench import cold, ingest, retrieval, scan, warm, web
 
     steps = [
@@ -37,6 +38,8 @@ def collect(quick: bool = False, smoke: bool = False) -> list[Row]:
     ]
     rows: list[Row] = []
     for name, step in steps:
+        if only and name.split()[0] not in only:
+            continue
         print(f"bench: {name}…", file=sys.stderr, flush=True)
         try:
             rows += step()
@@ -48,9 +51,10 @@ def collect(quick: bool = False, smoke: bool = False) -> list[Row]:
 
 
 def caption(m: dict) -> str:
+    rerun = f" Rows re-measured {m['rerun']}." if m.get("rerun") else ""
     return (f"Measured {m['date']} on {m['cores']} cores, {m['ram_gib']} GiB RAM, Python {m['python']} "
             f"(load average {m['load_at_start']} at the start: the machine is shared, so every figure is next to "
-            "its reference measured in the same run). Regenerate with `python -m bench.all --update-readme` "
+            f"its reference measured in the same run).{rerun} Regenerate with `python -m bench.all --update-readme` "
             "(`make bench`).")
 
 
@@ -69,12 +73,21 @@ def main() -> None:
     ap.add_argument("--update-readme", action="store_true")
     ap.add_argument("--quick", action="store_true", help="skip the 1 GiB log and the 100k-record index; one ingest")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that every benchmark runs")
+    ap.add_argument("--only", help="re-run these benchmarks (e.g. cold,scan) and keep the other rows of the last run")
     args = ap.parse_args()
     m = machine()
-    rows = collect(args.quick, args.smoke)
+    only = set(args.only.split(",")) if args.only else None
+    rows = collect(args.quick, args.smoke, only)
+    if only:  # re-measured rows replace theirs in the last full run's table; the others are kept as they were
+        previous = json.loads((RESULTS / "all.json").read_text(encoding="utf-8"))
+        kept = [Row(**r) for r in previous["rows"] if r["command"].split()[2].split(".")[1] not in only]
+        order = [r["command"].split()[2].split(".")[1] for r in previous["rows"]]
+        rows = sorted(kept + rows, key=lambda r: order.index(r.command.split()[2].split(".")[1])
+                      if r.command.split()[2].split(".")[1] in order else len(order))
+        m = {**previous["machine"], "rerun": f"{m['date']}: {args.only} (load average {m['load_at_start']})"}
     text = caption(m) + "\n\n" + table(rows)
     print(text)
-    save("all", rows)
+    save("all", rows, m=m)
     if args.update_readme and not args.smoke:
         update_readme(text)
 

@@ -14,6 +14,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,16 +46,26 @@ def timed_run(cmd: list[str], *, env: dict[str, str] | None = None, stdin: bytes
 
 
 def peak_rss_mib(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB) of one child, measured with ``wait4`` on that child alone."""
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or child_env(), cwd=cwd)
-    _, status, usage = os.wait4(proc.pid, 0)
-    dt = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err[-2000:]}")
-    return dt, usage.ru_maxrss / 1024
+    """(wall seconds, peak RSS in MiB) of one child.
+
+    Linux keeps a process's peak RSS across fork and exec, so a child forked from this (large) process
+    reports at least this process's size. GNU time, a small process, forks the command itself: its report
+    is the command's own peak. Without /usr/bin/time the figure is an upper bound.
+    """
+    timer = Path("/usr/bin/time")
+    with tempfile.NamedTemporaryFile(prefix="trainfix-rss-", suffix=".txt") as out:
+        full = [str(timer), "-f", "%M", "-o", out.name, *cmd] if timer.exists() else cmd
+        t = time.perf_counter()
+        proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or child_env(),
+                                cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        dt = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err = proc.stderr.read().decode() if proc.stderr else ""
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {err[-2000:]}")
+        kib = Path(out.name).read_text().strip().splitlines()[-1:] if timer.exists() else []
+    return dt, (int(kib[0]) if kib and kib[0].isdigit() else usage.ru_maxrss) / 1024
 
 
 @dataclass
@@ -128,11 +139,11 @@ def machine() -> dict:
             "date": time.strftime("%Y-%m-%d")}
 
 
-def save(name: str, rows: list[Row], extra: dict | None = None) -> Path:
+def save(name: str, rows: list[Row], extra: dict | None = None, m: dict | None = None) -> Path:
     """Write ``bench/results/<name>.json``."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps({"machine": machine(), "rows": [asdict(r) for r in rows], **(extra or {})},
+    path.write_text(json.dumps({"machine": m or machine(), "rows": [asdict(r) for r in rows], **(extra or {})},
                                indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
 
