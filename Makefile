@@ -28,3 +28,9 @@ screenshots:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-wqy-zenhei >/dev/null; }
 	@$(BIN)/trainfix ingest
 	@$(BIN)/python scripts/screenshots.py
+
+# Every benchmark side by side (about 30 minutes on 2 cores); rewrites the README's Performance table.
+bench:
+	@scripts/setup.sh dev
+	@$(BIN)/trainfix ingest
+	@$(BIN)/python -m bench.all --update-readme

@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from app.commands_triage import parse_answers
-from assistant.errors import InputError, TrainfixError
+from app.main import print_diagnosis, run_diagnose
+from assistant.errors import TrainfixError
 
 # The labelled sets, relative to Settings.labelled_dir (the source checkout's labelled data).
 DEV_CASES = ("realworld", "dev.jsonl")
@@ -33,19 +33,7 @@ def _assistant(retrieval: str):
 
 
 def _print(diagnosis, as_json: bool, plain: bool) -> None:
-    if as_json:
-        typer.echo(diagnosis.model_dump_json(indent=2))
-        return
-    from app.render import markdown
-
-    text = markdown(diagnosis)
-    if plain or not sys.stdout.isatty():
-        typer.echo(text)
-        return
-    from rich.console import Console
-    from rich.markdown import Markdown
-
-    Console().print(Markdown(text))
+    print_diagnosis(diagnosis, as_json, plain)
 
 
 def diagnose_command(
@@ -57,20 +45,7 @@ def diagnose_command(
     plain: Annotated[bool, typer.Option("--plain", help="print Markdown source instead of formatting it")] = False,
 ) -> None:
     """Diagnose a traceback, training log or error line: failure mode, evidence, causes, fixes, sources."""
-    if lang not in (None, "zh", "en"):
-        raise InputError(f"--lang must be zh or en, got {lang!r}")
-    answers = parse_answers(answer)
-    assistant = _assistant(retrieval)
-    if file == "-":
-        if sys.stdin.isatty():
-            typer.echo("reading from stdin (paste, then Ctrl-D)…", err=True)
-        data = sys.stdin.buffer.read()
-        if not data.strip():
-            raise InputError("no input: pass a file (trainfix diagnose train.log) or pipe text into it")
-        diagnosis = assistant.diagnose(data, answers=answers, lang=lang)
-    else:
-        diagnosis = assistant.diagnose_file(file, answers=answers, lang=lang)
-    _print(diagnosis, as_json, plain)
+    run_diagnose(file, as_json, answer, lang, retrieval, plain)  # also what `trainfix diagnose` runs without Typer
 
 
 def ask_command(

@@ -9,20 +9,10 @@ from typing import Annotated
 
 import typer
 
+from app.main import parse_answers
 from assistant.errors import InputError
 
 DEFAULT_CASES = ("triage_cases.jsonl",)  # in Settings.labelled_dir (the source checkout's labelled sets)
-
-
-def parse_answers(pairs: list[str]) -> dict[str, str]:
-    """``--answer id=value`` options as a dict; a malformed one is an :class:`InputError`."""
-    answers: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--answer expects id=value (e.g. precision=bf16), got {pair!r}")
-        answers[key.strip()] = value.strip()
-    return answers
 
 
 def triage_command(

@@ -9,11 +9,36 @@ Importing this package loads no model, Chroma, torch or gradio; retrieval loads 
 The stages are modules of their own (``assistant.triage.triage``, ``assistant.redact.redact``, ...).
 """
 
-from assistant.api import Assistant, Exchange
-from assistant.config import Settings
-from assistant.diagnosis import CandidateView, CauseView, CodeView, Diagnosis, FixView, PassageView
-from assistant.errors import InputError, KnowledgeBaseError, TrainfixError
-from assistant.models import Evidence, FollowUp, Triage
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from assistant.api import Assistant, Exchange
+    from assistant.config import Settings
+    from assistant.diagnosis import CandidateView, CauseView, CodeView, Diagnosis, FixView, PassageView
+    from assistant.errors import InputError, KnowledgeBaseError, TrainfixError
+    from assistant.models import Evidence, FollowUp, Triage
+
+# Where each public name lives: imported on first use, so ``import assistant.errors`` (the CLI's first
+# import) does not pay for the whole core.
+_HOME = {
+    "Assistant": "api", "Exchange": "api", "Settings": "config",
+    "CandidateView": "diagnosis", "CauseView": "diagnosis", "CodeView": "diagnosis", "Diagnosis": "diagnosis",
+    "FixView": "diagnosis", "PassageView": "diagnosis",
+    "InputError": "errors", "KnowledgeBaseError": "errors", "TrainfixError": "errors",
+    "Evidence": "models", "FollowUp": "models", "Triage": "models",
+}
+
+
+def __getattr__(name: str):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'assistant' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"assistant.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Assistant",
@@ -32,3 +57,7 @@ __all__ = [
     "TrainfixError",
     "Triage",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -28,6 +30,9 @@ WORDY_SHARE = 0.6  # a post whose lines are mostly words is searched like a ques
 RETRY_RETRIEVAL_AFTER = 30.0  # seconds a failed index is left alone before the next attempt (it may rebuild)
 RETRIEVAL_DOWN = ("Retrieval is unavailable ({why}); this answer comes from the signature rules and the "
                   "past incidents alone.")
+RECENT_ANSWERS = 64  # answers kept for repeated pastes
+RECENT_MAX_BYTES = 1 << 20  # larger input is not kept
+RECOGNISED = 0.85  # a triage confidence this high answers words without retrieval (ranking.STRONG)
 
 
 class Exchange(BaseModel):
@@ -51,13 +56,14 @@ class Assistant:
         self.settings = settings or Settings()
         self.retrieval: RetrievalUse = retrieval
         # Lenient: one invalid record file is left out (and named in every answer), not the end of the service.
-        self.knowledge = Knowledge.load(self.settings.records_dir, lenient=True)
+        self.knowledge = Knowledge.cached(self.settings.records_dir, lenient=True)
         self.cases = case_memory(self.settings.cases_dir)
         self._cases_by_id = {c.id: c for c in self.cases.cases}
         self._left_out: str | None = None
         self.calibration = load_calibration(self.settings.kb_dir / "calibration.yaml")
         self._retriever = None
         self._retrieval_down: tuple[float, str] | None = None  # (when, why) retrieval last failed
+        self._recent: OrderedDict[str, Diagnosis] = OrderedDict()  # input hash -> answer (LRU)
 
     # -- public -----------------------------------------------------------------------------
 
@@ -70,8 +76,18 @@ class Assistant:
         """
         if not isinstance(text, (str, bytes, bytearray)):
             raise InputError(f"diagnose expects text, got {type(text).__name__}")
+        key = self._cache_key(text, answers, lang)
+        cached = self._recent.get(key) if key else None
+        if cached is not None:  # the same paste again (a retry, a second user): the same answer, not recomputed
+            self._recent.move_to_end(key)
+            return cached.model_copy(deep=True)
         result = triage(text, answers, kb_dir=self.settings.kb_dir)
-        return self._answer(result, lang, answers)
+        diagnosis = self._answer(result, lang, answers)
+        if key and not diagnosis.warnings:  # a degraded answer (retrieval down) is not replayed once it is back
+            self._recent[key] = diagnosis.model_copy(deep=True)
+            while len(self._recent) > RECENT_ANSWERS:
+                self._recent.popitem(last=False)
+        return diagnosis
 
     def diagnose_file(self, path: str | Path, *, answers: dict[str, str] | None = None,
                       lang: Lang | None = None) -> Diagnosis:
@@ -127,6 +143,16 @@ class Assistant:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _cache_key(self, text: str | bytes, answers: dict[str, str] | None, lang: Lang | None) -> str | None:
+        """sha256 of the input and of everything else the answer depends on; None for input too large to keep."""
+        data = text.encode("utf-8", errors="replace") if isinstance(text, str) else bytes(text)
+        if len(data) > RECENT_MAX_BYTES or self.settings.llm_model:
+            return None  # an LLM retelling is not deterministic: never replayed
+        extra = repr((sorted((answers or {}).items()), lang, self.retrieval, self._left_out, id(self.calibration),
+                      id(self.knowledge), id(self.cases), str(self.settings.kb_dir))).encode()
+        return hashlib.sha256(data + b"\0" + extra).hexdigest()
+
+
     def _answer(self, result: Triage, lang: Lang | None, answers: dict[str, str] | None) -> Diagnosis:
         """Rules first; then case memory, retrieval where it helps, ranking and the decline decision."""
         lang = lang or result.language
@@ -145,7 +171,7 @@ class Assistant:
         hits: list = []
         ranking = preliminary
         top = preliminary.top.raw if preliminary.top else 0.0
-        if self.retrieval == "always" or (self.retrieval == "auto" and (wordy or preliminary.declined or top < CONFIDENT)):
+        if self._consult_retrieval(preliminary, wordy, question):
             hits, case_hits, more = self._search(self._query(text, result, prose, wordy))
             warnings += more
             notices += [RETRIEVAL_DOWN.format(why=w.split(": ", 1)[-1]) for w in more]
@@ -159,6 +185,19 @@ class Assistant:
             answers=answers, extra_warnings=warnings, extra_notices=notices, tree=self._engine().tree,
         )
         return self._rephrase(diagnosis, text) if self.settings.llm_model else diagnosis
+
+    def _consult_retrieval(self, preliminary, wordy: bool, question: bool) -> bool:
+        """Whether retrieval is consulted: always for questions, for posts in words and for what the rules
+        are unsure of — except words the signature rules recognise outright (``CUDA out of memory. Tried
+        to allocate 2.00 GiB`` without its exception class), answered from the rules like the full line."""
+        if self.retrieval != "auto":
+            return self.retrieval == "always"
+        top = preliminary.top
+        if top is None or preliminary.declined or top.raw < CONFIDENT:
+            return True
+        if not wordy:
+            return False
+        return question or not _recognised(top)
 
     def _engine(self):
         from assistant.triage import engine_for
@@ -234,6 +273,11 @@ class Assistant:
             lines = [ln for ln in text.strip().splitlines() if ln.strip()]
             parts = lines[-6:]
         return "\n".join(parts)[:2000]
+
+
+def _recognised(top) -> bool:
+    """A signature recognised the words outright: a strong triage signal alone decides the top mode."""
+    return top.signals.get("triage", 0.0) >= RECOGNISED
 
 
 def _origin(history: Sequence[Exchange]) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -139,7 +140,8 @@ class CaseMemory:
 
     def __init__(self, cases: Iterable[CaseRecord]) -> None:
         self.cases: tuple[CaseRecord, ...] = tuple(cases)
-        docs = [Counter(tokens(c.text)) for c in self.cases]
+        # Interned terms: one string object per term, so the pickled snapshot stores each term once.
+        docs = [Counter(map(sys.intern, tokens(c.text))) for c in self.cases]
         df: Counter = Counter()
         for d in docs:
             df.update(d.keys())
@@ -236,5 +238,9 @@ def load_cases(cases_dir: Path) -> list[CaseRecord]:
 
 @lru_cache(maxsize=4)
 def case_memory(cases_dir: Path) -> CaseMemory:
-    """The case memory of a knowledge base directory (``<kb>/cases``), loaded once per process."""
-    return CaseMemory(load_cases(Path(cases_dir)))
+    """The case memory of a knowledge base directory (``<kb>/cases``), loaded once per process
+    (from a snapshot keyed by the case files' content when one exists)."""
+    from assistant.snapshot import cached, files_under
+
+    cases_dir = Path(cases_dir)
+    return cached("cases", files_under(cases_dir, ("*.jsonl",)), lambda: CaseMemory(load_cases(cases_dir)))

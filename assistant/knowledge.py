@@ -32,6 +32,15 @@ class Knowledge:
         return cls(records=records, passages=passages, titles=_titles(records_dir / "manifest.json"),
                    skipped=tuple(skipped or ()))
 
+    @classmethod
+    def cached(cls, records_dir: Path, *, lenient: bool = False) -> Knowledge:
+        """:meth:`load`, from a snapshot keyed by the records' content when one exists."""
+        from assistant.snapshot import cached, files_under
+
+        records_dir = Path(records_dir)
+        return cached("knowledge-lenient" if lenient else "knowledge", files_under(records_dir, ("**/*.json",)),
+                      lambda: cls.load(records_dir, lenient=lenient))
+
     def passages_for(self, mode: str) -> list[Passage]:
         """Passages specifically relevant to ``mode`` (not overviews that list every mode), in id order."""
         return [p for p in self.passages.values() if mode in p.failure_modes and len(p.failure_modes) <= GENERIC]

@@ -111,8 +111,44 @@ def key_values(line: str) -> list[tuple[str, float]]:
     A linear scan with string methods (no regex): for each ``:`` or ``=``, the value is the number
     after it (quotes, ``[`` and ``(`` skipped) and the key the run of key characters before it,
     shortened word by word until it is a known metric name ("train loss" in "Epoch 3 train loss").
+
+    Where the keys and values are depends only on the line's shape (every digit is alike to the scan),
+    so a long log's thousands of lines of one shape are scanned once: the spans found are replayed on
+    the others (:func:`_plan`).
     """
+    shape = line.translate(_DIGITS_TO_ZERO)
+    plan = _PLANS.get(shape)
+    if plan is None:
+        plan, cacheable = _plan(line)
+        if cacheable and len(_PLANS) < MAX_PLANS:
+            _PLANS[shape] = plan
     out: list[tuple[str, float]] = []
+    low = None
+    for step in plan:
+        if step[0] == "sep":
+            _, start, end, a, b, vs, ve = step
+            value = _num(line[vs:ve])
+            if value is None:  # cannot happen for a line of the same shape; recompute rather than guess
+                return _plan(line, replay=True)[0]
+            out.append((line[start:end].lower()[a:b], value))
+        else:
+            low = low if low is not None else line.lower()
+            out.extend(_space_value(line, low, step[1]))
+    return out
+
+
+_DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
+_PLANS: dict[str, list[tuple]] = {}
+MAX_PLANS = 4096  # line shapes remembered (a few per log format)
+
+
+def _plan(line: str, replay: bool = False):
+    """Scan ``line``: the spans of its ``key: value`` pairs and the space-separated keywords to look for,
+    and whether the plan holds for every line of its shape (no digit in a key that was looked up). With
+    ``replay`` the result is the pairs themselves."""
+    steps: list[tuple] = []
+    out: list[tuple[str, float]] = []
+    cacheable = True
     seps: list[int] = []
     for ch in ":=":
         p = line.find(ch)
@@ -140,23 +176,41 @@ def key_values(line: str) -> list[tuple[str, float]]:
             e -= 1
         start = max(prev_end, e - 48)
         segment = line[start:e].translate(_DELIM_TABLE)  # every delimiter becomes NUL: one rfind finds the last
-        key = line[start + segment.rfind("\0") + 1 : e].lower().lstrip(_KEY_JUNK).rstrip()
-        while key and key not in KNOWN_KEYS and " " in key:
+        k0 = start + segment.rfind("\0") + 1
+        lowered = line[k0:e].lower()
+        key = lowered.lstrip(_KEY_JUNK)
+        a = len(lowered) - len(key)
+        key = key.rstrip()
+        b = a + len(key)
+        while key:
+            if _has_digit(key):
+                cacheable = False  # "grad_l2_norm" is a known key, "grad_l3_norm" is not
+            if key in KNOWN_KEYS or " " not in key:
+                break
             dropped, key = key.split(" ", 1)
             if dropped in _NOT_TRAINING:
                 key = ""  # "val loss", "eval loss": not the training series
-            key = key.lstrip()
+            stripped = key.lstrip()
+            a = b - len(stripped)
+            key = stripped
         if key:
             out.append((key, value))
+            vs = i + 1 + (len(window) - len(rest))
+            steps.append(("sep", k0, e, a, b, vs, vs + len(raw)))
         prev_end = i + 1 + (len(window) - len(rest)) + len(raw)
     found = {k for k, _ in out}
-    low = None
+    low = line.lower()
     for kw in _SPACE_KEYS:
-        if kw in found:
+        if kw in found or kw not in low:  # a keyword absent from the line is absent from its whole shape
             continue
-        low = low if low is not None else line.lower()
-        out.extend(_space_value(line, low, kw))
-    return out
+        steps.append(("space", kw))
+        if replay:
+            out.extend(_space_value(line, low, kw))
+    return (out if replay else steps), cacheable
+
+
+def _has_digit(text: str) -> bool:
+    return text != text.translate(_DIGITS_TO_ZERO) or "0" in text
 
 
 def _space_value(line: str, low: str, kw: str) -> list[tuple[str, float]]:
@@ -300,7 +354,12 @@ class MetricsAnalyser:
             self.formats.add("deepspeed")
         elif values and "megatron" not in self.formats and "tqdm" not in self.formats:
             self.formats.add("key-value")
-        util = (_SMI.search(body), _GPU_UTIL.search(body)) if "%" in body else ()
+        util = ()
+        if "%" in body:  # a progress bar has "%" too: on ASCII text, skip what cannot match (RE2 calls cost)
+            plain = body.isascii()
+            util = (_SMI.search(body) if not plain or "default" in low or "e. process" in low or "prohibited" in low
+                    else None,
+                    _GPU_UTIL.search(body) if not plain or "gpu" in low else None)
         for m in util:
             if m:
                 self._gpu_util(number, float(m.group(1)), rank)

@@ -85,17 +85,18 @@ _ASCII_LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
 _CJK_LEADS = tuple(bytes([b]) for b in range(0xE4, 0xEA))  # U+4E00–U+9FFF start with E4..E9
 
 
+_CSI_BODY = bytes(range(0x20, 0x40))
+
+
 def _escape_length(piece: bytes) -> int:
     """Length of the escape sequence at the start of ``piece`` (the text after an ESC byte)."""
     if not piece:
         return 0
     kind = piece[0]
     if kind == 0x5B:  # '[' CSI: parameters 0x30-0x3F, intermediates 0x20-0x2F, final 0x40-0x7E
-        i = 1
-        n = len(piece)
-        while i < n and 0x20 <= piece[i] <= 0x3F:
-            i += 1
-        return i + 1 if i < n and 0x40 <= piece[i] <= 0x7E else i
+        rest = piece[1:].lstrip(_CSI_BODY)  # bytes.lstrip: the parameter run at C speed
+        i = len(piece) - len(rest)
+        return i + 1 if rest and 0x40 <= rest[0] <= 0x7E else i
     if kind == 0x5D:  # ']' OSC: up to BEL or ESC \ (the ESC starts the next piece)
         end = piece.find(b"\x07")
         nl = piece.find(b"\n")

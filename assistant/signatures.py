@@ -225,7 +225,7 @@ class PatternSet:
 
     def __init__(self, entries: list[Entry]):
         self.entries = entries
-        self._re2 = [_compiled_bytes(e.pattern, e.case_sensitive) for e in entries]
+        self._re2_compiled: list = [None] * len(entries)  # compiled on first use: most patterns never occur
         self._hs = None
         self._re2_always: list[int] = []  # patterns Hyperscan cannot compile are prefiltered by RE2 instead
         self.engine = "re2"
@@ -307,6 +307,13 @@ class PatternSet:
             return False
         return True
 
+    def _re2(self, i: int):
+        rx = self._re2_compiled[i]
+        if rx is None:
+            e = self.entries[i]
+            rx = self._re2_compiled[i] = _compiled_bytes(e.pattern, e.case_sensitive)
+        return rx
+
     def hit_indexes(self, data: bytes) -> list[int]:
         """Indexes of the entries that match somewhere in ``data``."""
         hits: set[int] = set()
@@ -321,7 +328,7 @@ class PatternSet:
                 self._hs, self._re2_always, self.engine = None, list(range(len(self.entries))), "re2"
                 return self.hit_indexes(data)
         for i in self._re2_always:
-            if self._re2[i].search(data):
+            if self._re2(i).search(data):
                 hits.add(i)
         return sorted(hits)
 
@@ -329,7 +336,7 @@ class PatternSet:
         """Yield ``(entry index, start, end)`` byte spans of matches in ``data`` (unordered)."""
         for i in self.hit_indexes(data):
             limit = self.entries[i].max_matches
-            for n, m in enumerate(self._re2[i].finditer(data)):
+            for n, m in enumerate(self._re2(i).finditer(data)):
                 if limit and n >= limit:
                     break
                 yield i, m.start(), m.end()

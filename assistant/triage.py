@@ -35,6 +35,7 @@ from assistant.models import (
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
+from assistant.snapshot import cached, files_under
 from assistant.timeline import SPLIT_SKIP, Timeline, describe, describe_mismatch, describe_straggler, section_ranks
 from assistant.timeline import build as build_timeline
 from assistant.readings import read_numbers
@@ -134,12 +135,16 @@ def engine_for(kb_dir: Path | None = None) -> _Engine:
     return _engine(Path(kb_dir or KB_DIR).resolve(), hyperscan_module() is not None)
 
 
+def _load_kb(kb_dir: Path) -> tuple:
+    return (load_rules(kb_dir / "rules"), load_tree(kb_dir / "tree.yaml"), load_outside(kb_dir / "outside.yaml"),
+            load_causality(kb_dir / "causality.yaml"))
+
+
 @lru_cache(maxsize=4)
 def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` only keys the cache
-    rules = load_rules(kb_dir / "rules")
-    tree = load_tree(kb_dir / "tree.yaml")
-    outside = load_outside(kb_dir / "outside.yaml")
-    causality = load_causality(kb_dir / "causality.yaml")
+    # Loading and validating the YAML is most of a fresh process's work: a snapshot keyed by content hash.
+    files = files_under(kb_dir, ("rules/*.yaml", "tree.yaml", "outside.yaml", "causality.yaml"))
+    rules, tree, outside, causality = cached("engine", files, lambda: _load_kb(kb_dir))
     entries: list[Entry] = [
         *rule_entries(rules),
         *tree_entries(tree),

@@ -40,3 +40,33 @@ def test_different_patterns_use_a_different_cache(tmp_path, monkeypatch):
     PatternSet(ENTRIES)
     PatternSet(ENTRIES[:2])
     assert len(list((tmp_path / "trainfix").glob("hyperscan-*.db"))) == 2
+
+
+def test_without_hyperscan_re2_alone_gives_the_same_triage(tmp_path):
+    """Where Hyperscan is unavailable (e.g. ARM), RE2 alone must find exactly the same things."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    inputs = [root / "docs" / "examples" / "multirank.log", root / "docs" / "examples" / "leak.log",
+              root / "tests" / "fixtures" / "web" / "trainer_nan.log"]
+    code = (
+        "import json, sys\n"
+        "if sys.argv[1] == 're2': sys.modules['hyperscan'] = None  # import fails as on a machine without it\n"
+        "from assistant.triage import engine_for, triage_file\n"
+        "out = {'engine': engine_for().patterns.engine,\n"
+        "       'results': [triage_file(p).model_dump(mode='json') for p in sys.argv[2:]]}\n"
+        "print(json.dumps(out, sort_keys=True))\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    runs = {}
+    for engine in ("hyperscan", "re2"):
+        proc = subprocess.run([sys.executable, "-c", code, engine, *map(str, inputs)], capture_output=True, text=True,
+                              cwd=root, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[engine] = json.loads(proc.stdout)
+    assert runs["hyperscan"]["engine"] == "hyperscan+re2" and runs["re2"]["engine"] == "re2"
+    assert runs["hyperscan"]["results"] == runs["re2"]["results"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ KNOWLEDGE = ("record", "passage")
 MAX_EMBED_CHARS = 8000
 READ_WAIT = 5.0  # seconds a query waits for a writer (trainfix ingest) before answering without retrieval
 BUILD_WAIT = 2.0  # seconds a serving process waits to repair the index while another process is building it
+QUERY_VECTORS = 256  # query embeddings kept per retriever
 
 
 def _stderr(message: str) -> None:
@@ -61,6 +63,7 @@ class Retriever:
         self._passages = passages
         self.progress = progress or _stderr
         self._lock = threading.RLock()
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()  # query text -> embedding (LRU)
         self._kb: KnowledgeBase | None = None
         self._store: ChromaStore | None = None
         self._bm25: BM25Index | None = None
@@ -151,7 +154,7 @@ class Retriever:
         self.open()
         assert self._kb is not None
         # The model reads only its first 256 word pieces; don't make the tokenizer walk a 10 MB paste.
-        vector = self._kb.embedder.embed([query[:MAX_EMBED_CHARS]])[0]
+        vector = self.query_vector(query)
         reconnected = repaired = False
         while True:
             self.open()
@@ -178,6 +181,24 @@ class Retriever:
                 raise IndexError_(f"the index at {self._kb.loc.location} returns unknown chunks ({unknown[0]})")
             repaired = True
             self._repair(f"it returned {len(unknown)} chunk(s) that are not in kb/records")
+
+    def query_vector(self, query: str) -> list[float]:
+        """The query's embedding, computed once: the knowledge-base search and the past-incident search of
+        one answer share it, and a repeated paste is not embedded again (bounded LRU)."""
+        text = query[:MAX_EMBED_CHARS]
+        with self._lock:
+            vector = self._vectors.get(text)
+            if vector is not None:
+                self._vectors.move_to_end(text)
+                return vector
+        self.open()
+        assert self._kb is not None
+        vector = self._kb.embedder.embed([text])[0]
+        with self._lock:
+            self._vectors[text] = vector
+            while len(self._vectors) > QUERY_VECTORS:
+                self._vectors.popitem(last=False)
+        return vector
 
     def bm25_search(self, query: str, n: int = CANDIDATES, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """(chunk id, BM25 score) of the best lexical matches (of ``kinds``)."""

@@ -1,0 +1,101 @@
+"""The loaded knowledge base, kept on disk between runs and invalidated by content hash.
+
+Loading ``kb/`` from its YAML and JSON files (pydantic validation, an RE2 check of every rule
+pattern, the case memory's TF-IDF index) costs most of a fresh ``trainfix diagnose``; unpickling the
+loaded objects costs a few milliseconds. A snapshot's name is a sha256 over the files it was loaded
+from and over the source of the modules that load them, so any edit to a rule, record, case or to
+that code makes a new snapshot and an old one is never read. A snapshot that is missing, not ours
+or unreadable is rebuilt from the files; failing to write one only costs the load time next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import stat
+import sys
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+FORMAT = 1
+_CODE_DIRS = ("assistant", "kb")  # the loaders and the classes that are pickled live here
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/trainfix`` (default ``~/.cache/trainfix``), shared with the Hyperscan database cache."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "trainfix"
+
+
+@lru_cache(maxsize=1)
+def _code_hash() -> str:
+    digest = hashlib.sha256(f"{FORMAT} {sys.version_info[:2]}".encode())
+    for name in _CODE_DIRS:
+        for path in sorted((_ROOT / name).glob("*.py")) + sorted((_ROOT / name).glob("*.yaml")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def content_hash(files: Iterable[Path]) -> str:
+    """sha256 over the names and bytes of ``files`` (in the order given) and the loader code."""
+    digest = hashlib.sha256(_code_hash().encode())
+    for path in files:
+        digest.update(str(path).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"\0missing")
+    return digest.hexdigest()
+
+
+def cached(kind: str, files: Iterable[Path], build: Callable[[], T]) -> T:
+    """``build()``'s result, from the snapshot for exactly these file contents when there is one."""
+    path = cache_dir() / f"kb-{kind}-{content_hash(files)[:32]}.pickle"
+    found = _read(path)
+    if found is not None:
+        return found
+    value = build()
+    _write(path, value)
+    return value
+
+
+def _read(path: Path):
+    try:
+        with path.open("rb") as handle:
+            info = os.fstat(handle.fileno())
+            # Only our own regular file that nobody else can write: a snapshot is code-equivalent (pickle).
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+                return None
+            return pickle.load(handle)
+    except FileNotFoundError:
+        return None
+    except Exception:  # noqa: BLE001 - a damaged or stale snapshot is rebuilt, never trusted
+        return None
+
+
+def _write(path: Path, value) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - a read-only or full cache directory only costs the load time next run
+        try:
+            tmp.unlink(missing_ok=True)  # type: ignore[possibly-undefined]
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def files_under(directory: Path, patterns: Iterable[str]) -> list[Path]:
+    """The files matching ``patterns`` (globs, ``**`` allowed) under ``directory``, sorted."""
+    out: set[Path] = set()
+    for pattern in patterns:
+        out.update(p for p in directory.glob(pattern) if p.is_file())
+    return sorted(out)

@@ -1,0 +1,96 @@
+"""Every benchmark in one run, one table: `python -m bench.all [--update-readme] [--quick] [--smoke]`.
+
+Runs bench.cold, bench.warm, bench.scan (100 MiB, and 1 GiB unless --quick), bench.ingest,
+bench.retrieval (100 / 10k, and 100k records unless --quick) and bench.web in turn, prints the combined Markdown table (date, machine, each figure
+with its reference, ratio and target, and the command that reproduces the row) and with
+--update-readme rewrites the table in README.md's Performance section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+from bench.common import RESULTS, ROOT, Row, machine, save, table
+
+START = "<!-- bench:start -->"
+END = "<!-- bench:end -->"
+
+
+def collect(quick: bool = False, smoke: bool = False, only: set[str] | None = None) -> list[Row]:
+    """Run every benchmark (or those in ``only``); one that fails adds a row saying so and the others still run."""
+    from bench import cold, ingest, retrieval, scan, warm, web
+
+    steps = [
+        ("cold", lambda: cold.run(1 if smoke else 7, smoke)),
+        ("warm", lambda: warm.run(smoke)),
+        ("scan 100 MiB", lambda: scan.run(1.0, 1, smoke=True) if smoke else scan.run(100.0, 3)),
+    ]
+    if not quick and not smoke:
+        steps.append(("scan 1 GiB", lambda: scan.run(1024.0, 1)))
+    steps += [
+        ("ingest", lambda: ingest.run(1 if smoke or quick else 3, smoke)),
+        ("retrieval", lambda: retrieval.run((20,), True) if smoke else
+         retrieval.run((100, 10_000) if quick else (100, 10_000, 100_000))),
+        ("web", lambda: web.run(2, 1, smoke=True) if smoke else web.run()),
+    ]
+    rows: list[Row] = []
+    for name, step in steps:
+        if only and name.split()[0] not in only:
+            continue
+        print(f"bench: {name}…", file=sys.stderr, flush=True)
+        try:
+            rows += step()
+        except Exception as err:  # noqa: BLE001 - one broken benchmark must not hide the others' figures
+            traceback.print_exc()
+            rows.append(Row(name, f"failed: {type(err).__name__}: {str(err)[:200]}", met=False,
+                            command=f"python -m bench.{name.split()[0]}"))
+    return rows
+
+
+def caption(m: dict) -> str:
+    rerun = f" Rows re-measured {m['rerun']}." if m.get("rerun") else ""
+    return (f"Measured {m['date']} on {m['cores']} cores, {m['ram_gib']} GiB RAM, Python {m['python']} "
+            f"(load average {m['load_at_start']} at the start: the machine is shared, so every figure is next to "
+            f"its reference measured in the same run).{rerun} Regenerate with `python -m bench.all --update-readme` "
+            "(`make bench`).")
+
+
+def update_readme(text: str) -> None:
+    readme = ROOT / "README.md"
+    body = readme.read_text(encoding="utf-8")
+    if START not in body or END not in body:
+        raise SystemExit(f"README.md has no {START} … {END} block to update")
+    head, rest = body.split(START, 1)
+    _, tail = rest.split(END, 1)
+    readme.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--update-readme", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="skip the 1 GiB log and the 100k-record index; one ingest")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: checks that every benchmark runs")
+    ap.add_argument("--only", help="re-run these benchmarks (e.g. cold,scan) and keep the other rows of the last run")
+    args = ap.parse_args()
+    m = machine()
+    only = set(args.only.split(",")) if args.only else None
+    rows = collect(args.quick, args.smoke, only)
+    if only:  # re-measured rows replace theirs in the last full run's table; the others are kept as they were
+        previous = json.loads((RESULTS / "all.json").read_text(encoding="utf-8"))
+        kept = [Row(**r) for r in previous["rows"] if r["command"].split()[2].split(".")[1] not in only]
+        order = [r["command"].split()[2].split(".")[1] for r in previous["rows"]]
+        rows = sorted(kept + rows, key=lambda r: order.index(r.command.split()[2].split(".")[1])
+                      if r.command.split()[2].split(".")[1] in order else len(order))
+        m = {**previous["machine"], "rerun": f"{m['date']}: {args.only} (load average {m['load_at_start']})"}
+    text = caption(m) + "\n\n" + table(rows)
+    print(text)
+    save("all", rows, m=m)
+    if args.update_readme and not args.smoke:
+        update_readme(text)
+
+
+if __name__ == "__main__":
+    main()
