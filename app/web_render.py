@@ -8,16 +8,17 @@ knowledge text always show as text (a pasted ``<script>`` is shown, never run). 
 from __future__ import annotations
 
 import html
-import re
 from pathlib import Path
+
+import re2
 
 from app.render import render_numbered
 from assistant.diagnosis import Diagnosis
 from kb.schema import Citation
 
 ANCHOR = "tfcite-"
-_CODE_SPAN = re.compile(r"(`+)(.*?)\1")
-_MARKER = re.compile(r"\[(\d{1,3})\]")
+_MARKER = re2.compile(r"\[(\d{1,3})\]")
+_TICKS = re2.compile(r"`+")
 _ESCAPE = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 CONTEXT_LINES = 8
 MAX_VIEW_LINES = 160
@@ -25,7 +26,7 @@ MAX_VIEW_LINES = 160
 
 def fence(text: str, lang: str = "text") -> str:
     """``text`` verbatim in a fenced code block (a fence longer than any backtick run inside it)."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    longest = max((len(m) for m in _TICKS.findall(text)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
@@ -40,14 +41,35 @@ def _escape(segment: str) -> str:
     return "".join(_ESCAPE.get(ch, ch) for ch in segment)
 
 
+def _code_spans(line: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each inline code span in one Markdown line, as CommonMark reads them: a run of n
+    backticks opens, the next run of exactly n closes. Linear time (the text holds untrusted input)."""
+    runs = [(m.start(), m.end() - m.start()) for m in _TICKS.finditer(line)]
+    following: list[int | None] = [None] * len(runs)  # index of the next run of the same length
+    seen: dict[int, int] = {}
+    for i in range(len(runs) - 1, -1, -1):
+        following[i] = seen.get(runs[i][1])
+        seen[runs[i][1]] = i
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(runs):
+        j = following[i]
+        if j is None:
+            i += 1  # no closing run: these backticks are literal
+            continue
+        spans.append((runs[i][0], runs[j][0] + runs[j][1]))
+        i = j + 1
+    return spans
+
+
 def _outside_code(line: str, fn) -> str:
     """Apply ``fn`` to the parts of one Markdown line that are not inline code spans."""
     out: list[str] = []
     pos = 0
-    for m in _CODE_SPAN.finditer(line):
-        out.append(fn(line[pos:m.start()]))
-        out.append(m.group(0))
-        pos = m.end()
+    for start, end in _code_spans(line):
+        out.append(fn(line[pos:start]))
+        out.append(line[start:end])
+        pos = end
     out.append(fn(line[pos:]))
     return "".join(out)
 
@@ -57,7 +79,7 @@ def answer_markdown(d: Diagnosis, key: str) -> tuple[str, dict[int, Citation]]:
     rendered, order = render_numbered(d)  # html=False: no raw HTML anywhere in the answer
     cites = {n: d.citations[i - 1] for n, i in enumerate(order, start=1)}
 
-    def link(m: re.Match) -> str:
+    def link(m) -> str:
         n = int(m.group(1))
         return f"[\\[{n}\\]](#{ANCHOR}{key}-{n})" if n in cites else m.group(0)
 

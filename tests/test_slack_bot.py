@@ -403,6 +403,16 @@ def _secret(kind: str) -> tuple[str, str]:
         "signed-url-signature": ("https://bucket.s3.amazonaws.com/ckpt.pt?X-Amz-Algorithm=AWS4-HMAC-SHA256&"
                                  "X-Amz-Signature=" + "3f9a0c1d" + a36, "3f9a0c1d" + a36),
         "assignment": ("export WANDB_API_KEY=" + "w4nd8" + a36, "w4nd8" + a36),
+        "slack-app-token": ("TRAINFIX_SLACK_APP_TOKEN=" + "xa" + "pp-1-A0B1C2D3E4F-5566778899001-" + a36[:30],
+                            "xapp-1-A0B1C2D3E4F-5566778899001"),
+        "gcp-private-key-id": ('  "private_key_id": "' + "a1b2c3d4e5f6" + "0718293a4b5c6d7e8f9012345678" + '",',
+                               "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"),
+        "wandb-key": ("$ wandb login " + "9f8e7d6c5b4a" + "39281706f5e4d3c2b1a098765432",
+                      "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432"),
+        "authorization-header": ("> Authorization: " + "Basic " + "bWxvcHM6aHVudGVyMjAyNA==", "bWxvcHM6aHVudGVyMjAyNA=="),
+        "api-key-header": ("x-api-key: " + "4f3e2d1c0b9a" + "88776655", "4f3e2d1c0b9a88776655"),
+        "assignment-password": ("psycopg2: host=db.internal port=5432 user=app " + "password=" + "Tr0ub4dorX3" + " dbname=runs",
+                                "Tr0ub4dorX3"),
     }
     return built[kind]
 
@@ -413,7 +423,8 @@ def test_every_redactor_kind_is_covered_below():
 
 _KINDS = ["private-key-block", "huggingface-token", "openai-key", "slack-token", "slack-webhook", "github-token",
           "aws-access-key-id", "google-api-key", "jwt", "bearer-token", "url-credentials", "signed-url-signature",
-          "assignment"]
+          "assignment", "slack-app-token", "gcp-private-key-id", "wandb-key", "authorization-header", "api-key-header",
+          "assignment-password"]
 
 
 @pytest.mark.parametrize("kind", _KINDS)
