@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 # Nothing may come from a model hub, in tests as at runtime.
 for _var, _val in {
@@ -15,6 +16,14 @@ for _var, _val in {
     "TOKENIZERS_PARALLELISM": "false",
 }.items():
     os.environ.setdefault(_var, _val)
+
+
+# Property tests run the same examples on every machine and every run (HYPOTHESIS_PROFILE=long: a long random run).
+settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=20_000, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")

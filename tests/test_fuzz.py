@@ -5,9 +5,7 @@ every run, on any machine (`HYPOTHESIS_PROFILE=long` for a longer randomized run
 
 from __future__ import annotations
 
-import os
-
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from assistant.metrics import MetricsAnalyser
@@ -15,11 +13,7 @@ from assistant.normalise import Chunker, decode, display, split_prefix
 from assistant.tracebacks import KeptLine, extract
 from assistant.triage import triage
 
-settings.register_profile("ci", derandomize=True, max_examples=60, deadline=None, database=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("long", max_examples=20_000, deadline=None, database=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+# The "ci" (derandomized) and "long" profiles are registered and loaded in conftest.py, for every property test.
 
 # Pieces of real failures, so random mixes reach deep into the rules, the traceback parser and the metric parser.
 PIECES = [

@@ -92,6 +92,11 @@ LINES = [
 ]
 
 
+def _same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> bool:
+    """Equal pairs, NaN equal to NaN (``nan != nan`` would fail every line with a NaN loss)."""
+    return [(k, repr(v)) for k, v in a] == [(k, repr(v)) for k, v in b]
+
+
 def _digits(line: str, k: int) -> str:
     return "".join(str((int(c) + k) % 10) if c.isdigit() and c.isascii() else c for c in line)
 
@@ -100,13 +105,13 @@ def test_known_lines_and_their_shapes():
     for line in LINES:
         for k in range(10):
             variant = _digits(line, k)
-            assert key_values(variant) == reference_key_values(variant), variant
+            assert _same(key_values(variant), reference_key_values(variant)), variant
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
 @given(st.lists(st.sampled_from(TOKENS), max_size=30), st.lists(st.integers(0, 9), min_size=1, max_size=4))
 def test_any_line_of_any_shape(tokens, shifts):
     line = "".join(tokens)
     for k in shifts:  # the first variant of a shape makes the plan, the others replay it
         variant = _digits(line, k)
-        assert key_values(variant) == reference_key_values(variant), variant
+        assert _same(key_values(variant), reference_key_values(variant)), variant
