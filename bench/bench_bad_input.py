@@ -27,6 +27,19 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+def _timer(out: str) -> list[str]:
+    """GNU time in front of a command: Linux keeps a process's peak RSS across fork and exec, so a child's own
+    ``ru_maxrss`` would include its parent's; GNU time (small) reports the command's own peak."""
+    return ["/usr/bin/time", "-f", "%M", "-o", out] if Path("/usr/bin/time").exists() else []
+
+
+def _peak(out: str, who: int) -> float:
+    try:
+        return int(Path(out).read_text().split()[-1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return resource.getrusage(who).ru_maxrss / 1024  # an upper bound without GNU time
+
+
 def _child(front: str, case_id: str, data_dir: str) -> dict:
     """Serve one input on one front-end in this process; the measurements as a dict."""
     from tests.bad_inputs import OOM, cases
@@ -40,13 +53,14 @@ def _child(front: str, case_id: str, data_dir: str) -> dict:
     if front == "cli":
         env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINFIX_")}
         env["TRAINFIX_DATA_DIR"] = data_dir
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "app.cli", "diagnose", "--plain", "--retrieval", "never", "-"],
-                              input=data, capture_output=True, env=env, cwd=ROOT)
-        wall = time.perf_counter() - start
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        with tempfile.NamedTemporaryFile(prefix="bench-rss-") as rss_file:
+            start = time.perf_counter()
+            proc = subprocess.run([*_timer(rss_file.name), sys.executable, "-m", "app.cli", "diagnose", "--plain",
+                                   "--retrieval", "never", "-"], input=data, capture_output=True, env=env, cwd=ROOT)
+            wall = time.perf_counter() - start
+            rss = _peak(rss_file.name, resource.RUSAGE_CHILDREN)
         return {"bytes": len(data), "seconds": wall, "peak_rss_mib": rss, "exit": proc.returncode,
-                "note": "includes the CLI's start-up (imports, rules)"}
+                "mode": None, "shown": "(includes the CLI's start-up: imports, rules)"}
     settings = _settings(Path(data_dir))
     assistant = Assistant(settings, retrieval="auto")
     tmp = Path(tempfile.mkdtemp(prefix="bench-bad-"))
@@ -88,14 +102,18 @@ def main() -> None:
     rows = []
     for case_id in args.case or list(cases()):
         for front in args.front or ["api", "cli", "web", "slack"]:
-            proc = subprocess.run([sys.executable, __file__, "--data-dir", data_dir, "--child", front, case_id],
-                                  capture_output=True, text=True, cwd=ROOT,
+            rss_file = tempfile.NamedTemporaryFile(prefix="bench-rss-")
+            proc = subprocess.run([*_timer(rss_file.name), sys.executable, __file__, "--data-dir", data_dir, "--child",
+                                   front, case_id], capture_output=True, text=True, cwd=ROOT,
                                   env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                                        "ANONYMIZED_TELEMETRY": "False", "GRADIO_ANALYTICS_ENABLED": "False"})
             try:
                 row = json.loads(proc.stdout.strip().splitlines()[-1])
             except (IndexError, ValueError):
                 row = {"error": proc.stderr[-500:]}
+            if front != "cli" and "error" not in row:
+                row["peak_rss_mib"] = _peak(rss_file.name, resource.RUSAGE_CHILDREN)
+            rss_file.close()
             row.update(case=case_id, front=front)
             rows.append(row)
             if not args.json:
