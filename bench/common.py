@@ -53,11 +53,11 @@ def peak_rss_mib(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path
     is the command's own peak. Without /usr/bin/time the figure is an upper bound.
     """
     timer = Path("/usr/bin/time")
-    with tempfile.NamedTemporaryFile(prefix="trainfix-rss-", suffix=".txt") as out:
+    with tempfile.NamedTemporaryFile(prefix="trainfix-rss-", suffix=".txt") as out, tempfile.TemporaryFile() as sink:
         full = [str(timer), "-f", "%M", "-o", out.name, *cmd] if timer.exists() else cmd
         t = time.perf_counter()
-        proc = subprocess.Popen(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env or child_env(),
-                                cwd=cwd)
+        # stdout to a real file: GNU grep stops at the first match when its output is /dev/null.
+        proc = subprocess.Popen(full, stdout=sink, stderr=subprocess.PIPE, env=env or child_env(), cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         dt = time.perf_counter() - t
         proc.returncode = os.waitstatus_to_exitcode(status)
