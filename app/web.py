@@ -309,6 +309,10 @@ class WebApp:
         try:
             if not text or not text.strip():
                 raise InputError("The message is empty: pass a traceback, log lines or a question.")
+            if len(text) > self.limit:  # the upload limit: a JSON body is not bounded by Gradio's max_file_size
+                raise InputError(f"The text is {len(text):,} characters; the API accepts at most {self.limit:,} "
+                                 f"(the upload limit, {self.settings.web_max_upload_mb:g} MiB). Send the last part of "
+                                 "the log, or run `trainfix diagnose FILE`, which streams a file of any size.")
             d = self.assistant.diagnose(text, lang=None if lang == "auto" else lang)  # type: ignore[arg-type]
         except TrainfixError as err:
             raise gr.Error(str(err)) from None

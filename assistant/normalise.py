@@ -52,6 +52,11 @@ class CleanStats:
     has_text: bool = False  # any non-whitespace character seen
     utf16: bool = False  # the input started with a UTF-16 byte-order mark and was decoded as UTF-16
 
+    @property
+    def binary(self) -> bool:
+        """Most of the input was not text (over 30 % of its bytes were NUL or invalid UTF-8)."""
+        return bool(self.raw_bytes) and self.nul_bytes + self.invalid_utf8 > 0.3 * self.raw_bytes
+
     def notices(self) -> list[str]:
         """Plain-English notices about what cleanup removed or changed."""
         out: list[str] = []
@@ -59,7 +64,7 @@ class CleanStats:
             out.append("The input is UTF-16 (it starts with a byte-order mark, as PowerShell writes files); "
                        "it was decoded as such.")
         dropped = self.nul_bytes + self.invalid_utf8
-        if self.raw_bytes and dropped > 0.3 * self.raw_bytes:
+        if self.binary:
             out.append(
                 f"The input looks like binary data: {dropped:,} of {self.raw_bytes:,} bytes were not text "
                 "(NUL or invalid UTF-8) and were removed."
@@ -296,8 +301,11 @@ def language(stats: CleanStats) -> str:
     """'zh' when CJK characters make up a fair share of the text, else 'en'.
 
     Compares CJK characters with English words (≈ 5 letters each), so a Chinese question
-    with an English traceback pasted under it still counts as Chinese.
+    with an English traceback pasted under it still counts as Chinese. Binary data is answered in
+    English: its random bytes decode partly as CJK characters, which says nothing about the asker.
     """
+    if stats.binary:
+        return "en"
     words = stats.ascii_letters / 5
     if stats.cjk_chars >= 2 and stats.cjk_chars >= 0.15 * (stats.cjk_chars + words):
         return "zh"

@@ -158,6 +158,24 @@ class ChromaServer:
         self.url: str | None = None
         self.timeout = startup_timeout
         self.proc = None
+        self._bind = 0  # port 0 on the first start; restart() binds the port the server had
+
+    def restart(self) -> ChromaServer:
+        """Start the stopped server again on its old port and data directory (as a restarted service comes back).
+
+        The port was this server's own a moment ago; binding it is retried while the old socket is released."""
+        import time
+
+        assert self.port is not None, "restart() needs a server that was started"
+        self._bind = self.port
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self.__enter__()
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def __enter__(self) -> ChromaServer:
         import subprocess
@@ -168,9 +186,9 @@ class ChromaServer:
 
         chroma = Path(sys.executable).with_name("chroma")
         Path(self.path).mkdir(parents=True, exist_ok=True)
-        self.log = open(Path(self.path) / "server.log", "wb")
+        self.log = open(Path(self.path) / "server.log", "ab")
         self.proc = subprocess.Popen(
-            [str(chroma), "run", "--path", str(Path(self.path) / "db"), "--host", "127.0.0.1", "--port", "0"],
+            [str(chroma), "run", "--path", str(Path(self.path) / "db"), "--host", "127.0.0.1", "--port", str(self._bind)],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + self.timeout

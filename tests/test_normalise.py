@@ -80,6 +80,20 @@ def test_language_heuristic():
     assert language(en) == "en"
 
 
+def test_binary_noise_is_answered_in_english_though_its_bytes_decode_partly_as_cjk():
+    import random
+
+    noise = random.Random(14).randbytes(200_000)
+    stats = CleanStats()
+    clean_bytes(noise, stats)
+    assert stats.binary and stats.cjk_chars >= 8  # without the binary check this reads as Chinese
+    assert language(stats) == "en"
+    text = "显存不够了 CUDA out of memory".encode()
+    stats = CleanStats()
+    clean_bytes(text, stats)
+    assert not stats.binary and language(stats) == "zh"
+
+
 def test_empty_input_has_no_lines():
     lines, stats = _lines(b"")
     assert lines == [] and stats.lines == 0

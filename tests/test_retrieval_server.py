@@ -47,3 +47,21 @@ def test_unreachable_server_is_a_clear_error(tmp_path):
         settings = Settings(data_dir=tmp_path / "d", chroma_url=f"http://127.0.0.1:{port}")
         with pytest.raises(IndexError_, match="cannot reach the Chroma server"):
             build_index(settings, sample_records(), sample_passages())
+
+
+def test_a_restarting_server_is_reported_while_down_and_used_again_when_back(tmp_path):
+    records, passages = sample_records(), sample_passages()
+    with ChromaServer(tmp_path / "server") as server:
+        settings = Settings(data_dir=tmp_path / "client", chroma_url=server.url)
+        build_index(settings, records, passages)
+        retriever = Retriever(settings, records, passages, progress=lambda m: None)
+        before = {q: [h.id for h in retriever.search(q, k=3)] for q in QUERIES[:2]}
+
+        server.stop()
+        with pytest.raises(IndexError_, match="Chroma server|not answering"):
+            retriever.search(QUERIES[0], k=3)  # reported (the Assistant turns it into a notice), never rebuilt
+
+        server.restart()  # same port, same data: the persisted collection comes back
+        after = {q: [h.id for h in retriever.search(q, k=3)] for q in QUERIES[:2]}
+        retriever.close()
+    assert after == before

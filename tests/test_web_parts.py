@@ -191,3 +191,15 @@ def test_triage_progress_reports_how_far_the_file_was_read(tmp_path):
     assert isinstance(later, Progress) and later.total == 10_000 and later.read == 4_000
     release.set()
     assert [s for s in steps if not isinstance(s, Progress)] == ["read 10000"]
+
+
+def test_the_diagnose_api_refuses_text_over_the_upload_limit_and_keeps_serving(tmp_path, rules):
+    import gradio as gr
+
+    from app.web import WebApp
+
+    web = WebApp(Settings(data_dir=tmp_path, web_max_upload_mb=0.01), assistant=rules)  # 10,485 characters
+    with pytest.raises(gr.Error, match=r"at most 10,485 .*trainfix diagnose FILE"):
+        web.api_diagnose(OOM + "\n" + "step 1 loss 2.0\n" * 1000)
+    out = web.api_diagnose(OOM)
+    assert out["diagnosis"]["candidates"][0]["failure_mode"] == "cuda-oom" and "CUDA" in out["markdown"]
