@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from statistics import median
 from typing import Literal
@@ -50,28 +50,28 @@ _RATE_SERIES = {"it/s", "samples_per_second", "samples/sec", "samples/s", "token
                 "tokens_per_second", "tok/s", "throughput", "throughput_tokens_per_sec"}
 
 
+def _setting(name: str):
+    """The default of ``Settings.watch_<name>``: the one place a watch threshold is declared."""
+    return Settings.model_fields[f"watch_{name}"].default
+
+
 @dataclass(frozen=True)
 class Thresholds:
-    """When a watched run is alerted on; defaults from :class:`~assistant.config.Settings` (``TRAINFIX_WATCH_*``)."""
+    """When a watched run is alerted on; defaults are :class:`~assistant.config.Settings`' (``TRAINFIX_WATCH_*``)."""
 
-    min_confidence: float = 0.5
-    grad_growth_steps: int = 5
-    grad_growth_ratio: float = 3.0
-    loss_scale_halvings: int = 3
-    step_time_window: int = 10
-    step_time_ratio: float = 1.3
-    memory_steps: int = 10
-    memory_ratio: float = 1.2
-    loss_divergence_ratio: float = 10.0
+    min_confidence: float = _setting("min_confidence")
+    grad_growth_steps: int = _setting("grad_growth_steps")
+    grad_growth_ratio: float = _setting("grad_growth_ratio")
+    loss_scale_halvings: int = _setting("loss_scale_halvings")
+    step_time_window: int = _setting("step_time_window")
+    step_time_ratio: float = _setting("step_time_ratio")
+    memory_steps: int = _setting("memory_steps")
+    memory_ratio: float = _setting("memory_ratio")
+    loss_divergence_ratio: float = _setting("loss_divergence_ratio")
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Thresholds:
-        return cls(min_confidence=settings.watch_min_confidence, grad_growth_steps=settings.watch_grad_growth_steps,
-                   grad_growth_ratio=settings.watch_grad_growth_ratio,
-                   loss_scale_halvings=settings.watch_loss_scale_halvings,
-                   step_time_window=settings.watch_step_time_window, step_time_ratio=settings.watch_step_time_ratio,
-                   memory_steps=settings.watch_memory_steps, memory_ratio=settings.watch_memory_ratio,
-                   loss_divergence_ratio=settings.watch_loss_divergence_ratio)
+        return cls(**{f.name: getattr(settings, f"watch_{f.name}") for f in fields(cls)})
 
 
 class WatchFinding(BaseModel):

@@ -89,50 +89,39 @@ class IndexBusy(IndexError_):
     """Another process holds the index lock (``trainfix ingest`` rebuilding it) longer than a reader waits."""
 
 
-def _flock(loc: IndexLocation, mode: int, wait: float | None) -> Any:
-    """Open the lock file and take ``mode``; ``wait`` seconds at most (None: as long as it takes)."""
-    loc.lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fh = open(loc.lock_path, "a")  # noqa: SIM115 - closed by the caller
-    if wait is None:
-        fcntl.flock(fh, mode)
-        return fh
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fh, mode | fcntl.LOCK_NB)
-            return fh
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                fh.close()
-                raise IndexBusy(f"the index at {loc.location} is being rebuilt by another process "
-                                "(trainfix ingest or index build); try again in a minute") from None
-            time.sleep(0.05)
-
-
 @contextlib.contextmanager
-def build_lock(loc: IndexLocation, wait: float | None = None) -> Iterator[None]:
+def _flocked(loc: IndexLocation, mode: int, wait: float | None) -> Iterator[None]:
+    """Hold the index's lock file in ``mode``, waiting ``wait`` seconds at most (None: as long as it takes)."""
+    loc.lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(loc.lock_path, "a") as fh:
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fh, mode if deadline is None else mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:  # type: ignore[operator]  # only non-blocking calls get here
+                    raise IndexBusy(f"the index at {loc.location} is being rebuilt by another process "
+                                    "(trainfix ingest or index build); try again in a minute") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def build_lock(loc: IndexLocation, wait: float | None = None) -> contextlib.AbstractContextManager[None]:
     """Exclusive lock around writes: several processes writing one Chroma directory lose vectors.
 
     Readers hold the same lock shared (:func:`read_lock`) while they query, so a writer never changes the
     directory under a query and a reader never sees a half-written index. ``wait``: give up after that
     many seconds with :class:`IndexBusy` (default: wait as long as it takes, as ``trainfix ingest`` does)."""
-    fh = _flock(loc, fcntl.LOCK_EX, wait)
-    try:
-        yield
-    finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+    return _flocked(loc, fcntl.LOCK_EX, wait)
 
 
-@contextlib.contextmanager
-def read_lock(loc: IndexLocation, wait: float = 5.0) -> Iterator[None]:
+def read_lock(loc: IndexLocation, wait: float = 5.0) -> contextlib.AbstractContextManager[None]:
     """Shared lock around a read: many readers at once, none while a writer holds :func:`build_lock`."""
-    fh = _flock(loc, fcntl.LOCK_SH, wait)
-    try:
-        yield
-    finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+    return _flocked(loc, fcntl.LOCK_SH, wait)
 
 
 def _chroma_settings() -> Any:
