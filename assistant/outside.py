@@ -58,24 +58,56 @@ class OutsideRule(BaseModel):
         return False
 
 
+class DomainVocabulary(BaseModel):
+    """Words that any text about training a model uses, in English and Chinese.
+
+    A text with none of them and no training signature is not about training (a weekly report, a CSS
+    question), whatever its loosely similar past incidents say: :func:`assistant.ranking.rank` declines it.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    description: str
+    patterns: list[str] = Field(min_length=1)
+    examples: Examples
+
+    @field_validator("patterns")
+    @classmethod
+    def _re2(cls, v: list[str]) -> list[str]:
+        return [_check_re2(p, False) for p in v]
+
+    def mentioned_in(self, text: str) -> bool:
+        """Whether ``text`` uses any word of the vocabulary (RE2, case-insensitive)."""
+        return any(_compiled(p, False).search(text) for p in self.patterns)
+
+
 class _File(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rules: list[OutsideRule]
+    domain: DomainVocabulary | None = None
 
 
 def load_outside(path: Path | None = None) -> tuple[OutsideRule, ...]:
     """Load ``kb/outside.yaml`` (or ``path``); a missing file means no out-of-domain signatures."""
+    return tuple(_load(_path(path)).rules)
+
+
+def load_domain(path: Path | None = None) -> DomainVocabulary | None:
+    """The training vocabulary of ``kb/outside.yaml`` (``domain:``); None when the file has none."""
+    return _load(_path(path)).domain
+
+
+def _path(path: Path | None) -> Path:
     if path is None:
         from assistant.config import KB_DIR
 
         path = KB_DIR / "outside.yaml"
-    return _load(Path(path))
+    return Path(path)
 
 
 @lru_cache(maxsize=4)
-def _load(path: Path) -> tuple[OutsideRule, ...]:
+def _load(path: Path) -> _File:
     if not path.is_file():
-        return ()
+        return _File(rules=[])
     try:
         data = _File.model_validate(load_yaml(path))
     except (ValidationError, yaml.YAMLError) as err:
@@ -84,7 +116,7 @@ def _load(path: Path) -> tuple[OutsideRule, ...]:
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
         raise KnowledgeBaseError(f"{path.name}: duplicate ids {sorted(dup)}")
-    return tuple(data.rules)
+    return data
 
 
 def outside_entries(rules: tuple[OutsideRule, ...]) -> list[Entry]:

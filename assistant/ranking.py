@@ -74,7 +74,7 @@ def _noisy_or(*scores: float) -> float:
 
 
 def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = None, *,
-         prose: bool = False, short: bool = False) -> Ranking:
+         prose: bool = False, short: bool = False, about_training: bool = True) -> Ranking:
     """Combine the triage, case votes and retrieval votes; decide whether to decline.
 
     ``prose``: the text is words (a question, a post), so retrieval counts at the prose weight.
@@ -82,6 +82,9 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
     longer it only corroborates modes the rules or the cases found (measured on the dev split and
     the team's set: retrieval alone on long posts named a mode for out-of-scope posts as often as
     for real failures).
+    ``about_training``: the text uses the training vocabulary (``kb/outside.yaml`` ``domain:``). Without
+    it and without a training signature, the text is declined as other software whatever the loosely
+    similar cases and passages vote.
     """
     retrieval = retrieval or {}
     w_ret = W_RETRIEVAL_PROSE if prose else W_RETRIEVAL_MACHINE
@@ -108,6 +111,8 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
         if conf > outside:
             outside, kind = conf, hit.kind
     outside = _noisy_or(outside, W_CASE * votes.out_of_scope)
+    if not about_training and not triage_conf:
+        outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "other-software"
 
     top = ranked[0] if ranked else None
     strong = bool(top) and top.signals.get("triage", 0.0) >= STRONG

@@ -33,7 +33,7 @@ from assistant.models import (
     Triage,
 )
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
-from assistant.outside import OutsideRule, load_outside, outside_entries
+from assistant.outside import DomainVocabulary, OutsideRule, load_domain, load_outside, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
 from assistant.snapshot import cached, files_under
 from assistant.timeline import SPLIT_SKIP, Timeline, describe, describe_mismatch, describe_straggler, section_ranks
@@ -125,6 +125,7 @@ class _Engine:
     causality: Causality
     patterns: PatternSet
     kinds: tuple[str, ...]  # per entry: "rule", "fact", "hint", "outside", "metric", "keep"
+    domain: DomainVocabulary | None = None  # the training vocabulary (kb/outside.yaml ``domain:``)
 
 
 def engine_for(kb_dir: Path | None = None) -> _Engine:
@@ -137,14 +138,14 @@ def engine_for(kb_dir: Path | None = None) -> _Engine:
 
 def _load_kb(kb_dir: Path) -> tuple:
     return (load_rules(kb_dir / "rules"), load_tree(kb_dir / "tree.yaml"), load_outside(kb_dir / "outside.yaml"),
-            load_causality(kb_dir / "causality.yaml"))
+            load_causality(kb_dir / "causality.yaml"), load_domain(kb_dir / "outside.yaml"))
 
 
 @lru_cache(maxsize=4)
 def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` only keys the cache
     # Loading and validating the YAML is most of a fresh process's work: a snapshot keyed by content hash.
     files = files_under(kb_dir, ("rules/*.yaml", "tree.yaml", "outside.yaml", "causality.yaml"))
-    rules, tree, outside, causality = cached("engine", files, lambda: _load_kb(kb_dir))
+    rules, tree, outside, causality, domain = cached("engine", files, lambda: _load_kb(kb_dir))
     entries: list[Entry] = [
         *rule_entries(rules),
         *tree_entries(tree),
@@ -154,7 +155,7 @@ def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` o
     ]
     kinds = tuple(e.tag.split(":", 1)[0] for e in entries)
     return _Engine(rules, {r.id: r for r in rules}, tree, {r.id: r for r in outside}, causality,
-                   PatternSet(entries), kinds)
+                   PatternSet(entries), kinds, domain)
 
 
 @dataclass
