@@ -51,7 +51,7 @@ def index_build(
     typer.echo(f"index {verb} in {report.seconds:.1f} s: {report.chunks} chunks, "
                f"{report.embedded} embedded, {report.reused} reused, {report.deleted} deleted")
     typer.echo(f"{report.mode} index at {report.location}, collection {report.collection}")
-    typer.echo(f"model {report.model}")
+    typer.echo(f"model {report.model}" + (f" (queries: ONNX export {report.onnx})" if report.onnx else ""))
 
 
 @index_app.command("status")

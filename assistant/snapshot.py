@@ -64,6 +64,19 @@ def cached(kind: str, files: Iterable[Path], build: Callable[[], T]) -> T:
     return value
 
 
+def cached_by_key(kind: str, key: str, build: Callable[[], T]) -> T:
+    """``build()``'s result, from the snapshot for ``key`` (a digest of everything the value depends on besides
+    the loader code) when there is one: for values built from data held in memory rather than read from files."""
+    digest = hashlib.sha256(_code_hash().encode() + b"\0" + key.encode()).hexdigest()
+    path = cache_dir() / f"kb-{kind}-{digest[:32]}.pickle"
+    found = _read(path)
+    if found is not None:
+        return found
+    value = build()
+    _write(path, value)
+    return value
+
+
 def _read(path: Path):
     try:
         with path.open("rb") as handle:

@@ -1,12 +1,14 @@
 """The lexical side of the index: BM25 (``bm25s``) over bilingual tokens of every chunk.
 
-Built in memory from the chunks each time a :class:`~assistant.retrieval.Retriever` opens, not
-persisted: tokenising and indexing a few thousand chunks takes well under a second after jieba's
-dictionary is loaded, and an in-memory index can never be stale or half-written on disk.
+Built from the chunks when a :class:`~assistant.retrieval.Retriever` opens. Tokenising a thousand chunks
+takes seconds in a fresh process (jieba's dictionary, the identifier splitting), so the built index is kept
+as a snapshot (:mod:`assistant.snapshot`) named by a sha256 of the chunk texts and the code: other texts,
+another snapshot, never a stale one.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,7 +31,14 @@ class BM25Index:
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[Chunk]) -> BM25Index:
-        return cls([c.text for c in chunks])
+        """The index of these chunks' texts, from its snapshot when there is one."""
+        from assistant.snapshot import cached_by_key
+
+        texts = [c.text for c in chunks]
+        digest = hashlib.sha256()
+        for text in texts:
+            digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
+        return cached_by_key("bm25", digest.hexdigest(), lambda: cls(texts))
 
     def search(self, query: str, n: int) -> list[tuple[int, float]]:
         """Up to ``n`` (chunk index, score) pairs with a positive score, best first."""

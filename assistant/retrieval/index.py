@@ -72,7 +72,7 @@ class KnowledgeBase:
             pas = load_passages(settings.records_dir)
         # Past incidents (kb/cases) are indexed with the knowledge base read from disk, not with injected records.
         cases = load_cases(settings.cases_dir) if records is None else []
-        embedder = embedder or Embedder(resolve_model_dir(settings.embedding_model))
+        embedder = embedder or Embedder(resolve_model_dir(settings.embedding_model), onnx_dir(settings))
         try:
             chunks = build_chunks(recs, pas, cases)
         except ValueError as err:
@@ -172,6 +172,33 @@ def manifest_stamp(loc: IndexLocation) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+def onnx_dir(settings: Settings) -> Path:
+    """Where the embedding model's ONNX export is kept: beside the index, in the (always local) data dir."""
+    return Path(settings.data_dir).expanduser() / "onnx"
+
+
+def _export_onnx(kb: KnowledgeBase, say: Progress) -> tuple[str | None, bool]:
+    """Export the model to ONNX for torch-free queries unless a usable export exists; a failure is reported, and
+    queries keep using sentence-transformers."""
+    export = getattr(kb.embedder, "export_onnx", None)  # a stand-in embedder (tests, benchmarks) has none
+    if export is None:
+        return None, False
+    from assistant.retrieval.onnx_export import ExportError
+
+    started = time.perf_counter()
+    try:
+        done = export()
+    except ExportError as err:
+        say(f"queries will embed with sentence-transformers: cannot export the model to ONNX ({err})")
+        return None, False
+    if done is None:
+        return None, False
+    path, exported = done
+    if exported:
+        say(f"exported the embedding model to {path} for queries ({time.perf_counter() - started:.1f} s)")
+    return str(path), exported
+
+
 def _probes(ids: Sequence[str]) -> list[str]:
     ordered = sorted(ids)
     if not ordered:
@@ -222,6 +249,7 @@ def build_index(settings: Settings, records: Sequence[Record] | None = None,
 def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started: float,
                   damaged: str | None) -> IndexReport:
     loc = kb.loc
+    onnx, onnx_exported = _export_onnx(kb, say)  # first: the documents are then embedded as queries will be
     found = Inspection("damaged", damaged) if damaged else inspect_index(kb, store, thorough=True)
     rebuilt = found.state != "ok"
     if found.state == "damaged":
@@ -266,7 +294,7 @@ def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started:
         rebuilt=rebuilt,
         reason=found.reason if rebuilt else (f"{len(todo)} chunk(s) changed, {len(gone)} removed" if changed else "up to date"),
         seconds=round(time.perf_counter() - started, 3), mode=loc.mode, location=loc.location,
-        collection=loc.collection, model=str(kb.embedder.model_dir),
+        collection=loc.collection, model=str(kb.embedder.model_dir), onnx=onnx, onnx_exported=onnx_exported,
     )
 
 

@@ -100,6 +100,8 @@ class IndexReport(_Model):
     location: str = Field(description="index directory or Chroma server URL")
     collection: str
     model: str = Field(description="embedding model directory")
+    onnx: str | None = Field(default=None, description="the model's ONNX export used for queries (None: sentence-transformers)")
+    onnx_exported: bool = Field(default=False, description="the ONNX export was (re)made in this run")
 
 
 class QueryCase(_Model):
