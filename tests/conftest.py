@@ -32,6 +32,18 @@ def shared_data_dir(tmp_path_factory: pytest.TempPathFactory):
     return tmp_path_factory.mktemp("trainfix-data")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_env(shared_data_dir):
+    """The same for module- and session-scoped fixtures, which are built before a test's own environment:
+    an ``Assistant()`` made by a module fixture must not read or rebuild the user's index either."""
+    patch = pytest.MonkeyPatch()
+    for key in [k for k in os.environ if k.startswith("TRAINFIX_")]:
+        patch.delenv(key)
+    patch.setenv("TRAINFIX_DATA_DIR", str(shared_data_dir))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, shared_data_dir):
     for key in list(os.environ):
