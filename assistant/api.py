@@ -182,7 +182,9 @@ class Assistant:
         passage = confident_hit(hits) if prose and not ranking.ranked else None
         diagnosis = compose(
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,
-            ranking=ranking, calibration=self.calibration, neighbours=votes.neighbours,
+            ranking=ranking, calibration=self.calibration,
+            # declined as not about training at all: its loosely similar incidents would only mislead
+            neighbours=() if ranking.declined and ranking.outside_kind == "other-software" else votes.neighbours,
             answered_by_passage=passage is not None and passage.kind == "passage",
             answers=answers, extra_warnings=warnings, extra_notices=notices, tree=self._engine().tree,
         )

@@ -30,6 +30,7 @@ from kb.taxonomy import MODE_IDS
 
 K = 7  # neighbours that vote
 MIN_SIMILARITY = 0.12  # below this a case is not "similar" at all
+CLOSE = 0.45  # a case this similar is a close match: its vote is not damped, and it vouches for the text's domain
 MAX_CHARS = 20000  # text compared with the cases (the start and end of longer input)
 
 # Identifiers (dotted names kept whole and split), words, numbers dropped; CJK runs as bigrams.
@@ -93,6 +94,11 @@ class CaseVotes:
     modes: dict[str, float]
     out_of_scope: float
     neighbours: tuple[Neighbour, ...]
+
+    @property
+    def close_failure(self) -> bool:
+        """A training failure among the neighbours is a close match (similarity ≥ :data:`CLOSE`)."""
+        return any(n.similarity >= CLOSE and n.case.labels for n in self.neighbours)
 
     @property
     def best(self) -> tuple[str | None, float]:
@@ -212,7 +218,7 @@ class CaseMemory:
 
 def _strength(share: float, closest: float) -> float:
     """Vote in [0, 1]: the share of similarity, damped when even the closest case is only loosely similar."""
-    return share * min(1.0, closest / 0.45)
+    return share * min(1.0, closest / CLOSE)
 
 
 def load_cases(cases_dir: Path) -> list[CaseRecord]:

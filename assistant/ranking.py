@@ -83,8 +83,9 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
     the team's set: retrieval alone on long posts named a mode for out-of-scope posts as often as
     for real failures).
     ``about_training``: the text uses the training vocabulary (``kb/outside.yaml`` ``domain:``). Without
-    it and without a training signature, the text is declined as other software whatever the loosely
-    similar cases and passages vote.
+    it, without a training signature and without a closely matching past failure (a team's own jargon
+    in its own cases), the text is declined as other software whatever loosely similar cases and
+    passages vote.
     """
     retrieval = retrieval or {}
     w_ret = W_RETRIEVAL_PROSE if prose else W_RETRIEVAL_MACHINE
@@ -111,7 +112,7 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
         if conf > outside:
             outside, kind = conf, hit.kind
     outside = _noisy_or(outside, W_CASE * votes.out_of_scope)
-    if not about_training and not triage_conf:
+    if not about_training and not triage_conf and not votes.close_failure:
         outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "other-software"
 
     top = ranked[0] if ranked else None

@@ -103,8 +103,10 @@ def test_answer_language_follows_the_asker(rules_only):
 def test_out_of_scope_abstains_plainly(rules_only):
     d = rules_only.diagnose("Traceback (most recent call last):\n  File \"app.py\", line 3, in view\n"
                             "    return request.args['user']\nKeyError: 'user'")
-    assert d.abstained and not d.candidates
-    assert "No confident match" in markdown(d)
+    assert d.abstained and not d.candidates and d.out_of_domain == "other-software"
+    shown = markdown(d)
+    assert "Not a training failure" in shown and "software unrelated to training" in shown
+    assert not d.similar and "Similar past incidents" not in shown  # loosely similar failures would mislead
 
 
 def test_secrets_in_evidence_are_redacted(rules_only):
