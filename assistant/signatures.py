@@ -35,6 +35,32 @@ Strength = Literal["strong", "medium", "weak"]
 STRENGTH_CONFIDENCE: dict[str, float] = {"strong": 0.9, "medium": 0.65, "weak": 0.4}
 HITS_KEPT_PER_RULE = 10  # first and last N matching lines of each rule are kept as evidence
 
+# Words that deny what follows them: "this is not a gradient explosion", "loss 还没变 nan". A match of a rule
+# that reads words (medium or weak) right after one, or with a Chinese denial inside it, evidences nothing.
+# Strong rules match machine output, which is never negated this way. Bare 没/未 are left out on purpose:
+# "没多久就 nan 了" (soon after, it became NaN) says the opposite.
+_DENIED_BEFORE = re2.compile(
+    r"(?i)(?:\b(?:not|no|never|without|isn't|wasn't|aren't|weren't|doesn't|didn't|don't|hasn't|haven't|hadn't|"
+    r"won't|rather than|instead of|no sign of|ruled out)\W+(?:\w+\W+){0,2}"
+    r"|(?:不是|并不是|并非|没有|还没有|还没|并没有|并未|不会|不像|排除了|排除|而不是)\s*.{0,2})$")
+_DENIED_INSIDE = re2.compile(r"(?i)还没|并没有|并非|并未|不是|\b(?:is|was|are|were|does|did|has|have)(?: not|n't)\b|\bnever\b|\bno longer\b")
+
+
+_DENIAL_WORD = re2.compile(r"(?i)\bnot\b|n.t\b|never|no longer|还没|并没有|并非|并未|不是")  # in a pattern's source
+
+
+# Questions and doubts that contain a denial word but deny nothing: "是不是通信太慢？", "有没有梯度爆炸",
+# "not sure whether it is a loss spike".
+_NOT_A_DENIAL = re2.compile(r"(?i)是不是|有没有|会不会|是否|\b(?:not sure|not certain|not clear|not only|"
+                            r"don't know|do not know|whether or not)\b")
+
+
+def denied(before: str, matched: str, *, inside: bool = True) -> bool:
+    """Whether a words-rule match is negated: a denial ends the text ``before`` it on its line, or (``inside``)
+    sits inside it. A question or a doubt ("是不是…", "not sure whether…") is not a denial."""
+    before, matched = _NOT_A_DENIAL.sub("?", before[-60:]), _NOT_A_DENIAL.sub("?", matched)
+    return bool(_DENIED_BEFORE.search(before) or (inside and _DENIED_INSIDE.search(matched)))
+
 
 def _check_re2(pattern: str, case_sensitive: bool) -> str:
     try:
@@ -106,13 +132,23 @@ class Rule(BaseModel):
             _compiled(p, self.case_sensitive).search(line) for p in self.unless
         )
 
+    def negated(self, before: str, matched: str) -> bool:
+        """Whether this match is denied by the words around it (only rules that read words, see :func:`denied`).
+        A rule whose own patterns say "not" ("weights are not synchronized", "flash_attn is not installed") is
+        only denied by what comes before its match."""
+        return self.strength != "strong" and denied(before, matched, inside=not self._says_not)
+
+    @property
+    def _says_not(self) -> bool:
+        return any(_DENIAL_WORD.search(p) for p in self.patterns)
+
     def first_match(self, text: str) -> tuple[int, str] | None:
         """``(line number, matched substring)`` of the first line of ``text`` this rule fires on (RE2, line by line)."""
         for number, line in enumerate(text.split("\n"), 1):
             for p in self.patterns:
-                m = _compiled(p, self.case_sensitive).search(line)
-                if m and self.line_ok(line):
-                    return number, m.group(0)
+                for m in _compiled(p, self.case_sensitive).finditer(line):
+                    if self.line_ok(line) and not self.negated(line[:m.start()], m.group(0)):
+                        return number, m.group(0)
         return None
 
 

@@ -225,7 +225,7 @@ class Scanner:
             elif kind == "keep":
                 self._flag(number, text)
             elif kind == "rule":
-                self._rule_hit(tag[5:], number, text, decode(data[start:end]))
+                self._rule_hit(tag[5:], number, text, decode(data[start:end]), data[max(ls, start - 240):start])
             elif kind == "outside":
                 self._outside_hit(tag[8:], number, text)
             else:
@@ -251,13 +251,13 @@ class Scanner:
         self.flagged[number] = kept
         self.flagged_bytes += len(kept.body)
 
-    def _rule_hit(self, rule_id: str, number: int, text: str, match: str) -> None:
+    def _rule_hit(self, rule_id: str, number: int, text: str, match: str, before: bytes = b"") -> None:
         rule = self.engine.rules_by_id[rule_id]
         hits = self.hits.setdefault(rule_id, RuleHits())
         if hits.first and hits.first[-1].line == number or hits.last and hits.last[-1].line == number:
             return  # several patterns of one rule on one line count once
         line = text[:20000]
-        if not rule.line_ok(line):
+        if not rule.line_ok(line) or rule.negated(before.decode("utf-8", "ignore"), match):
             return
         rank, _ = split_prefix(line)
         hits.add(RuleHit(number, display(text), match[:500], rank))
