@@ -55,20 +55,17 @@ def content_hash(files: Iterable[Path]) -> str:
 
 def cached(kind: str, files: Iterable[Path], build: Callable[[], T]) -> T:
     """``build()``'s result, from the snapshot for exactly these file contents when there is one."""
-    path = cache_dir() / f"kb-{kind}-{content_hash(files)[:32]}.pickle"
-    found = _read(path)
-    if found is not None:
-        return found
-    value = build()
-    _write(path, value)
-    return value
+    return _snapshot(cache_dir() / f"kb-{kind}-{content_hash(files)[:32]}.pickle", build)
 
 
 def cached_by_key(kind: str, key: str, build: Callable[[], T]) -> T:
     """``build()``'s result, from the snapshot for ``key`` (a digest of everything the value depends on besides
     the loader code) when there is one: for values built from data held in memory rather than read from files."""
     digest = hashlib.sha256(_code_hash().encode() + b"\0" + key.encode()).hexdigest()
-    path = cache_dir() / f"kb-{kind}-{digest[:32]}.pickle"
+    return _snapshot(cache_dir() / f"kb-{kind}-{digest[:32]}.pickle", build)
+
+
+def _snapshot(path: Path, build: Callable[[], T]) -> T:
     found = _read(path)
     if found is not None:
         return found
