@@ -302,13 +302,18 @@ def test_a_typed_reply_in_a_dm_thread_narrows_the_answer(bot, fake):
     assert lead(text) != lead(post_text(before[0]))  # FP16 overflow no longer leads once bf16 is said
 
 
-def test_thumbs_up_feeds_the_web_chats_feedback_store(bot, fake, tmp_path):
-    bot.event(mention(OOM, ts="1700000700.000700"), "Ev-fb")
-    posts = answered(fake, "1700000700.000700")
+def _thumbs_up(bot, fake, paste: str, ts: str, event_id: str) -> list:
+    """Mention the bot with ``paste``, click 👍 on its answer, and return the ephemeral thanks once it is posted."""
+    bot.event(mention(paste, ts=ts), event_id)
+    posts = answered(fake, ts)
     up = [el for el in _buttons(posts) if el["action_id"] == FEEDBACK_UP][0]
     bot.form(action_body({"action_id": FEEDBACK_UP, "block_id": "tf_feedback", "value": up["value"]},
-                         "C0CHAN", posts[-1].reply["ts"], "1700000700.000700"))
-    fake.wait_for(lambda: fake.named("chat.postEphemeral"), "the thanks")
+                         "C0CHAN", posts[-1].reply["ts"], ts))
+    return fake.wait_for(lambda: fake.named("chat.postEphemeral"), "the thanks")
+
+
+def test_thumbs_up_feeds_the_web_chats_feedback_store(bot, fake, tmp_path):
+    _thumbs_up(bot, fake, OOM, "1700000700.000700", "Ev-fb")
     from app.feedback import FeedbackStore, export_cases
 
     rows = list(FeedbackStore(tmp_path).rows())
@@ -319,12 +324,7 @@ def test_thumbs_up_feeds_the_web_chats_feedback_store(bot, fake, tmp_path):
 
 def test_thumbs_up_on_a_nan_loss_answer_is_stored(bot, fake, tmp_path):
     # The NaN-onset finding's value is NaN: the stored answer must read back (found by bench/bench_load.py).
-    bot.event(mention(NAN_PASTE, ts="1700000750.000750"), "Ev-fb-nan")
-    posts = answered(fake, "1700000750.000750")
-    up = [el for el in _buttons(posts) if el["action_id"] == FEEDBACK_UP][0]
-    bot.form(action_body({"action_id": FEEDBACK_UP, "block_id": "tf_feedback", "value": up["value"]},
-                         "C0CHAN", posts[-1].reply["ts"], "1700000750.000750"))
-    thanks = fake.wait_for(lambda: fake.named("chat.postEphemeral"), "the thanks")
+    thanks = _thumbs_up(bot, fake, NAN_PASTE, "1700000750.000750", "Ev-fb-nan")
     assert "Thanks" in thanks[0].params["text"]
     from app.feedback import FeedbackStore
 
