@@ -167,9 +167,11 @@ class Assistant:
             return compose(result, self.knowledge, lang=lang, ranking=rank(result, EMPTY), calibration=self.calibration,
                            answers=answers, tree=self._engine().tree, extra_notices=notices)
         votes = self._votes(text, warnings)
-        domain = self._engine().domain
-        about_training = domain is None or domain.mentioned_in(text)
-        preliminary = rank(result, votes, prose=wordy, short=prose, about_training=about_training)
+        engine = self._engine()
+        about_training = engine.domain is None or engine.domain.mentioned_in(text)
+        reports_trouble = engine.trouble is None or engine.trouble.mentioned_in(text)
+        scope = {"about_training": about_training, "reports_trouble": reports_trouble}
+        preliminary = rank(result, votes, prose=wordy, short=prose, **scope)
         hits: list = []
         ranking = preliminary
         top = preliminary.top.raw if preliminary.top else 0.0
@@ -178,7 +180,7 @@ class Assistant:
             warnings += more
             notices += [RETRIEVAL_DOWN.format(why=w.split(": ", 1)[-1]) for w in more]
             ranking = rank(result, votes, retrieval_votes(hits, case_hits, self._cases_by_id, self._left_out),
-                           prose=wordy, short=prose, about_training=about_training)
+                           prose=wordy, short=prose, **scope)
         passage = confident_hit(hits) if prose and not ranking.ranked else None
         diagnosis = compose(
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,

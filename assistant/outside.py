@@ -58,11 +58,14 @@ class OutsideRule(BaseModel):
         return False
 
 
-class DomainVocabulary(BaseModel):
-    """Words that any text about training a model uses, in English and Chinese.
+class Vocabulary(BaseModel):
+    """A generous set of words, in English and Chinese, that a kind of text always uses.
 
-    A text with none of them and no training signature is not about training (a weekly report, a CSS
-    question), whatever its loosely similar past incidents say: :func:`assistant.ranking.rank` declines it.
+    ``domain:`` — the words of any text about training a model: a text with none of them and no training
+    signature is not about training (a weekly report, a CSS question). ``trouble:`` — the words of any
+    report of something going wrong: a text about training with none of them and no training signature
+    reports no failure (which learning rate to pick, how to launch on two nodes). Either way
+    :func:`assistant.ranking.rank` declines it, whatever its loosely similar past incidents say.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -83,7 +86,8 @@ class DomainVocabulary(BaseModel):
 class _File(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rules: list[OutsideRule]
-    domain: DomainVocabulary | None = None
+    domain: Vocabulary | None = None
+    trouble: Vocabulary | None = None
 
 
 def load_outside(path: Path | None = None) -> tuple[OutsideRule, ...]:
@@ -91,9 +95,14 @@ def load_outside(path: Path | None = None) -> tuple[OutsideRule, ...]:
     return tuple(_load(_path(path)).rules)
 
 
-def load_domain(path: Path | None = None) -> DomainVocabulary | None:
+def load_domain(path: Path | None = None) -> Vocabulary | None:
     """The training vocabulary of ``kb/outside.yaml`` (``domain:``); None when the file has none."""
     return _load(_path(path)).domain
+
+
+def load_trouble(path: Path | None = None) -> Vocabulary | None:
+    """The vocabulary of something going wrong (``kb/outside.yaml`` ``trouble:``); None when the file has none."""
+    return _load(_path(path)).trouble
 
 
 def _path(path: Path | None) -> Path:

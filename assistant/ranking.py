@@ -74,7 +74,8 @@ def _noisy_or(*scores: float) -> float:
 
 
 def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = None, *,
-         prose: bool = False, short: bool = False, about_training: bool = True) -> Ranking:
+         prose: bool = False, short: bool = False, about_training: bool = True,
+         reports_trouble: bool = True) -> Ranking:
     """Combine the triage, case votes and retrieval votes; decide whether to decline.
 
     ``prose``: the text is words (a question, a post), so retrieval counts at the prose weight.
@@ -86,6 +87,9 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
     it, without a training signature and without a closely matching past failure (a team's own jargon
     in its own cases), the text is declined as other software whatever loosely similar cases and
     passages vote.
+    ``reports_trouble``: the text uses the words of something going wrong (``kb/outside.yaml`` ``trouble:``).
+    Without them, without a training signature and without a closely matching past failure, it asks how
+    to do something rather than reporting a failure, and is declined as a how-to question.
     """
     retrieval = retrieval or {}
     w_ret = W_RETRIEVAL_PROSE if prose else W_RETRIEVAL_MACHINE
@@ -114,6 +118,8 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
     outside = _noisy_or(outside, W_CASE * votes.out_of_scope)
     if not about_training and not triage_conf and not votes.close_failure:
         outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "other-software"
+    elif not reports_trouble and not triage_conf and not votes.close_failure:
+        outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "how-to"
 
     top = ranked[0] if ranked else None
     strong = bool(top) and top.signals.get("triage", 0.0) >= STRONG

@@ -33,7 +33,7 @@ from assistant.models import (
     Triage,
 )
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
-from assistant.outside import DomainVocabulary, OutsideRule, load_domain, load_outside, outside_entries
+from assistant.outside import OutsideRule, Vocabulary, load_domain, load_outside, load_trouble, outside_entries
 from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
 from assistant.snapshot import cached, files_under
 from assistant.timeline import SPLIT_SKIP, Timeline, describe, describe_mismatch, describe_straggler, section_ranks
@@ -125,7 +125,8 @@ class _Engine:
     causality: Causality
     patterns: PatternSet
     kinds: tuple[str, ...]  # per entry: "rule", "fact", "hint", "outside", "metric", "keep"
-    domain: DomainVocabulary | None = None  # the training vocabulary (kb/outside.yaml ``domain:``)
+    domain: Vocabulary | None = None  # the training vocabulary (kb/outside.yaml ``domain:``)
+    trouble: Vocabulary | None = None  # the words of something going wrong (kb/outside.yaml ``trouble:``)
 
 
 def engine_for(kb_dir: Path | None = None) -> _Engine:
@@ -138,14 +139,15 @@ def engine_for(kb_dir: Path | None = None) -> _Engine:
 
 def _load_kb(kb_dir: Path) -> tuple:
     return (load_rules(kb_dir / "rules"), load_tree(kb_dir / "tree.yaml"), load_outside(kb_dir / "outside.yaml"),
-            load_causality(kb_dir / "causality.yaml"), load_domain(kb_dir / "outside.yaml"))
+            load_causality(kb_dir / "causality.yaml"), load_domain(kb_dir / "outside.yaml"),
+            load_trouble(kb_dir / "outside.yaml"))
 
 
 @lru_cache(maxsize=4)
 def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` only keys the cache
     # Loading and validating the YAML is most of a fresh process's work: a snapshot keyed by content hash.
     files = files_under(kb_dir, ("rules/*.yaml", "tree.yaml", "outside.yaml", "causality.yaml"))
-    rules, tree, outside, causality, domain = cached("engine", files, lambda: _load_kb(kb_dir))
+    rules, tree, outside, causality, domain, trouble = cached("engine", files, lambda: _load_kb(kb_dir))
     entries: list[Entry] = [
         *rule_entries(rules),
         *tree_entries(tree),
@@ -155,7 +157,7 @@ def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` o
     ]
     kinds = tuple(e.tag.split(":", 1)[0] for e in entries)
     return _Engine(rules, {r.id: r for r in rules}, tree, {r.id: r for r in outside}, causality,
-                   PatternSet(entries), kinds, domain)
+                   PatternSet(entries), kinds, domain, trouble)
 
 
 @dataclass
