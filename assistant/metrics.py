@@ -27,6 +27,7 @@ WINDOW = 50  # rolling window for medians
 MIN_POINTS = 5  # a finding needs at least this much history...
 FEW_POINTS = 3  # ...or this much, if the jump is also large in relative terms (short pastes)
 FEW_POINTS_RATIO = 1.5  # with little history a spike must exceed the median by 50 %
+SHORT_SPIKE_RATIO = 2.0  # a pasted excerpt too short for any rolling check: one point twice the others, then back
 SPIKE_Z = 6.0  # robust z-score (MAD units) above the rolling median
 LOCAL_SPIKE_Z = 9.0  # ... or this many step-to-step noise units above the last few points
 LOCAL_SPIKE_RISE = 0.15  # ... and at least 15 % above them
@@ -590,9 +591,34 @@ class MetricsAnalyser:
                     break
         return out
 
+    def _short_series_spikes(self) -> list[MetricFinding]:
+        # Too short for the rolling check (a pasted excerpt of a few log entries): a loss point counts as a
+        # spike when the other points are steady (within SHORT_SPIKE_RATIO of each other), it stands
+        # SHORT_SPIKE_RATIO above all of them, and the point after it comes back down.
+        s = self.series.get("loss")
+        if s is None or s.points != len(s.samples) or not 4 <= s.points < MIN_POINTS + FEW_POINTS \
+                or self._counts.get("loss-spike"):
+            return []
+        values = [v for _, v, _, _ in s.samples]
+        if not all(math.isfinite(v) and v > 0 for v in values):
+            return []
+        for i in range(1, len(values) - 1):
+            x, others = values[i], values[:i] + values[i + 1:]
+            base = median(others)
+            steady = max(others) <= SHORT_SPIKE_RATIO * min(others)  # a noisy loss (RL, DPO) jumps like this all the time
+            if steady and x > SHORT_SPIKE_RATIO * max(others) and values[i + 1] < x / SHORT_SPIKE_RATIO:
+                step, _, line, text = s.samples[i]
+                step = step if s.first_step is not None else None
+                self.finding_lines[line] = text
+                return [MetricFinding(kind="loss-spike", series="loss", step=step, line=line, value=x, baseline=base,
+                                      detail=f"loss {x:g} at {self._where(step, i)} is {x / base:.1f}× the median of the "
+                                             f"other {len(others)} points ({base:g}) and falls back after it",
+                                      epoch=self._epoch)]
+        return []
+
     def report(self) -> MetricsReport:
         """Series summaries and findings so far."""
-        findings = list(self.findings) + self._short_series_drops()
+        findings = list(self.findings) + self._short_series_drops() + self._short_series_spikes()
         s = self.series.get("gpu_util")
         if s and s.window and self._first_low_util is not None:
             med = median(s.window)

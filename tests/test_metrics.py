@@ -117,6 +117,22 @@ def test_short_paste_small_wiggle_is_not_a_spike():
     assert a.report().findings == []
 
 
+def test_an_excerpt_of_a_few_entries_with_one_spike_that_falls_back():
+    # Two points of history are too few for the rolling check; the points after the jump show it was one.
+    a = _run(["{'loss': 0.52, 'epoch': 1.1}", "{'loss': 0.61, 'epoch': 1.2}", "{'loss': 3.4, 'epoch': 1.3}",
+              "{'loss': 0.58, 'epoch': 1.4}", "{'loss': 0.49, 'epoch': 1.5}"])
+    assert [(f.kind, f.line) for f in a.report().findings] == [("loss-spike", 3)]
+
+
+def test_an_excerpt_whose_loss_rises_and_stays_or_falls_from_the_start_has_no_short_spike():
+    stays = _run(["loss 0.52", "loss 0.61", "loss 3.4", "loss 3.1", "loss 3.3"])  # a rise that stays: not one point
+    falls = _run(["loss 6.2", "loss 2.9", "loss 1.4", "loss 1.2", "loss 1.1"])  # the first points of a run
+    noisy = _run(["loss 0.10", "loss 0.55", "loss 0.06", "loss 0.19", "loss 0.18"])  # a DPO loss jumps like this
+    assert noisy.report().findings == []
+    assert not any("falls back" in f.detail for f in stays.report().findings)
+    assert falls.report().findings == []
+
+
 def test_short_series_throughput_drop():
     a = _run([f"step={i} tokens_per_sec={v}" for i, v in enumerate([3100, 3050, 3120, 3080, 1200, 1150, 1180])])
     f = a.report().findings
