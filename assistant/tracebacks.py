@@ -73,15 +73,24 @@ def _python_tracebacks(rank: str | None, lines: list[KeptLine]) -> list[Tracebac
         if _CHAIN.search(body):
             expect_chain = True
             continue
+        m = _FRAME.search(body)
+        if m and not in_frames:
+            # A traceback pasted without its "Traceback (most recent call last):" header (an excerpt, a
+            # quoted issue): its frames and final exception line still say where it was raised.
+            if not expect_chain:
+                chain, chain_start = [], None
+            expect_chain = False
+            start, frames, in_frames = line.number, [], True
+            if chain_start is None:
+                chain_start = line.number
         if not in_frames:
             continue
-        m = _FRAME.search(body)
         if m:
             frames.append(Frame(file=m.group(1), line=int(m.group(2)), function=(m.group(3) or "").strip()))
             continue
         if not body.strip() or body[:1].isspace():
             continue  # source lines, ^^^ markers and blank lines inside a traceback
-        m = _EXC.search(body)
+        m = _EXC.search(body.strip().strip("*`"))  # a final line bolded or quoted in a Markdown post
         if not m:
             continue
         exc_type, message = m.group(1), (m.group(2) or "").strip()

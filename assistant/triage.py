@@ -32,9 +32,10 @@ from assistant.models import (
     TracebackInfo,
     Triage,
 )
+from assistant.frames import FrameContext, contexts_hit, load_frames
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, Vocabulary, load_domain, load_outside, load_trouble, outside_entries
-from assistant.signatures import Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
+from assistant.signatures import STRENGTH_CONFIDENCE, Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
 from assistant.snapshot import cached, files_under
 from assistant.timeline import SPLIT_SKIP, Timeline, describe, describe_mismatch, describe_straggler, section_ranks
 from assistant.timeline import build as build_timeline
@@ -127,6 +128,7 @@ class _Engine:
     kinds: tuple[str, ...]  # per entry: "rule", "fact", "hint", "outside", "metric", "keep"
     domain: Vocabulary | None = None  # the training vocabulary (kb/outside.yaml ``domain:``)
     trouble: Vocabulary | None = None  # the words of something going wrong (kb/outside.yaml ``trouble:``)
+    frames: tuple[FrameContext, ...] = ()  # where an exception was raised names the failure (kb/frames.yaml)
 
 
 def engine_for(kb_dir: Path | None = None) -> _Engine:
@@ -140,14 +142,14 @@ def engine_for(kb_dir: Path | None = None) -> _Engine:
 def _load_kb(kb_dir: Path) -> tuple:
     return (load_rules(kb_dir / "rules"), load_tree(kb_dir / "tree.yaml"), load_outside(kb_dir / "outside.yaml"),
             load_causality(kb_dir / "causality.yaml"), load_domain(kb_dir / "outside.yaml"),
-            load_trouble(kb_dir / "outside.yaml"))
+            load_trouble(kb_dir / "outside.yaml"), load_frames(kb_dir / "frames.yaml"))
 
 
 @lru_cache(maxsize=4)
 def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` only keys the cache
     # Loading and validating the YAML is most of a fresh process's work: a snapshot keyed by content hash.
-    files = files_under(kb_dir, ("rules/*.yaml", "tree.yaml", "outside.yaml", "causality.yaml"))
-    rules, tree, outside, causality, domain, trouble = cached("engine", files, lambda: _load_kb(kb_dir))
+    files = files_under(kb_dir, ("rules/*.yaml", "tree.yaml", "outside.yaml", "causality.yaml", "frames.yaml"))
+    rules, tree, outside, causality, domain, trouble, frames = cached("engine", files, lambda: _load_kb(kb_dir))
     entries: list[Entry] = [
         *rule_entries(rules),
         *tree_entries(tree),
@@ -157,7 +159,7 @@ def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` o
     ]
     kinds = tuple(e.tag.split(":", 1)[0] for e in entries)
     return _Engine(rules, {r.id: r for r in rules}, tree, {r.id: r for r in outside}, causality,
-                   PatternSet(entries), kinds, domain, trouble)
+                   PatternSet(entries), kinds, domain, trouble, frames)
 
 
 @dataclass
@@ -399,7 +401,7 @@ def analyse(scanner: Scanner, answers: dict[str, str] | None = None, warnings: l
     candidates: list[Candidate] = []
     boosts: dict[str, dict[str, tuple[float, Reason]]] = {}
     try:
-        candidates, boosts = _candidates(engine, scanner, tracebacks, metrics)
+        candidates, boosts = _candidates(engine, scanner, tracebacks, metrics, kept)
         for r in readings:  # the numbers point at a cause: the tree ranks it with the reading as its reason
             why = Reason(r.why_en or r.en, r.why_zh or r.zh)
             if r.confidence > 0:  # decisive numbers (comm timers that grew while compute did not) name the mode
@@ -491,11 +493,22 @@ def _digest(kept: list[KeptLine], total: int) -> str:
 
 
 def _candidates(
-    engine: _Engine, scanner: Scanner, tracebacks: list[TracebackInfo], metrics: MetricsReport | None
+    engine: _Engine, scanner: Scanner, tracebacks: list[TracebackInfo], metrics: MetricsReport | None,
+    kept: list[KeptLine] = (),
 ) -> tuple[list[Candidate], dict[str, dict[str, tuple[float, Reason]]]]:
     """One candidate per evidenced mode, and per mode the cause boosts its rules carry."""
     root_lines = {tb.end_line for tb in tracebacks if tb.kind == "python"}
     per_mode: dict[str, dict] = {}
+    if engine.frames:
+        bodies = {k.number: k.body for k in kept}
+        for ctx, tb in contexts_hit(engine.frames, tracebacks):
+            text = bodies.get(tb.end_line)
+            if not text:
+                continue
+            slot = per_mode.setdefault(ctx.failure_mode, {"confs": {}, "evidence": [], "route": "rule", "boosts": {}})
+            slot["confs"][f"frames:{ctx.id}"] = STRENGTH_CONFIDENCE[ctx.strength]
+            slot["evidence"].append(Evidence(line=tb.end_line, text=display(text), match=tb.exc_type or "",
+                                             source=f"frames:{ctx.id}", rank=tb.rank, strength=ctx.strength))
     for rule_id, hits in scanner.hits.items():
         kept = hits.kept()
         if not kept:

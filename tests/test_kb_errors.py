@@ -1,4 +1,4 @@
-"""A broken rule, tree, out-of-domain or causality file is an error at load — exit code 2 naming the file
+"""A broken rule, tree, out-of-domain, causality or frame-context file is an error at load — exit code 2 naming the file
 and the line — never a quiet abstention with exit code 0."""
 
 from __future__ import annotations
@@ -49,7 +49,14 @@ def _unknown_mode_in_tree(kb: Path) -> tuple[Path, int | None]:
     return path, None
 
 
-BREAKS = [_break_yaml_syntax, _bad_rule_pattern, _unknown_mode_in_tree]
+def _unknown_mode_in_frame_context(kb: Path) -> tuple[Path, int | None]:
+    path = kb / "frames.yaml"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("failure_mode: data-format-error", "failure_mode: data-format-eror", 1), encoding="utf-8")
+    return path, None
+
+
+BREAKS = [_break_yaml_syntax, _bad_rule_pattern, _unknown_mode_in_tree, _unknown_mode_in_frame_context]
 
 
 @pytest.mark.parametrize("breaker", BREAKS, ids=lambda f: f.__name__.strip("_"))
