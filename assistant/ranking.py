@@ -88,8 +88,10 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
     in its own cases), the text is declined as other software whatever loosely similar cases and
     passages vote.
     ``reports_trouble``: the text uses the words of something going wrong (``kb/outside.yaml`` ``trouble:``).
-    Without them, without a training signature and without a closely matching past failure, it asks how
-    to do something rather than reporting a failure, and is declined as a how-to question.
+    A post in words (not a short chat question, not machine output) without them, without a training
+    signature and without a closely matching past failure asks how to set something up rather than
+    reporting a failure, and is declined as a how-to question. A short question ("do I need to resize
+    the embeddings after adding tokens?") is still answered from the knowledge base.
     """
     retrieval = retrieval or {}
     w_ret = W_RETRIEVAL_PROSE if prose else W_RETRIEVAL_MACHINE
@@ -118,7 +120,7 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
     outside = _noisy_or(outside, W_CASE * votes.out_of_scope)
     if not about_training and not triage_conf and not votes.close_failure:
         outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "other-software"
-    elif not reports_trouble and not triage_conf and not votes.close_failure:
+    elif prose and not short and not reports_trouble and not triage_conf and not votes.close_failure:
         outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "how-to"
 
     top = ranked[0] if ranked else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from assistant import Assistant
+from assistant.cases import CaseVotes
 from assistant.outside import load_domain, load_trouble
 
 DOMAIN = load_domain()
@@ -55,13 +56,35 @@ def full() -> Assistant:
     return Assistant()
 
 
-def test_a_question_about_training_that_reports_nothing_wrong_is_declined_as_how_to(full):
-    # Retrieval finds the learning-rate passages of the gradient-explosion section for this; without a
-    # word of trouble it is a how-to question, declined with the nearest sections still listed.
-    text = TROUBLE.examples.no_match[0]
-    assert DOMAIN.mentioned_in(text)
-    d = full.diagnose(text)
+SETUP_POST = (
+    "Using two machines\n\n"
+    "Thanks for releasing the code! The README shows the launch command for one machine with 8 GPUs. "
+    "We have two machines with 8 A100s each and would like to use both for pre-training. "
+    "Which arguments should we set, and do we need a hostfile?\n\n"
+    "Our cluster uses SLURM and each node has one InfiniBand card. We launch jobs with srun. "
+    "Could you share an example script for this setup? Thank you very much for the great work."
+)
+
+
+def test_a_post_about_training_that_reports_nothing_wrong_is_declined_as_how_to(full):
+    # Retrieval and past incidents point at the multi-node sections; a post (not a short chat question)
+    # without a word of trouble asks how to set something up: declined as how-to, nearest sections listed.
+    assert len(SETUP_POST) > 400
+    assert DOMAIN.mentioned_in(SETUP_POST) and not TROUBLE.mentioned_in(SETUP_POST)
+    d = full.diagnose(SETUP_POST)
     assert d.abstained and not d.candidates and d.out_of_domain == "how-to"
+
+
+def test_a_short_chat_question_without_trouble_is_still_answered_from_the_knowledge_base():
+    from assistant.models import Triage
+    from assistant.ranking import rank
+
+    votes = CaseVotes(modes={"token-out-of-range": 0.2}, out_of_scope=0.0, neighbours=())
+    retrieval = {"token-out-of-range": 1.0}
+    chat = rank(Triage(abstained=True), votes, retrieval, prose=True, short=True, reports_trouble=False)
+    post = rank(Triage(abstained=True), votes, retrieval, prose=True, short=False, reports_trouble=False)
+    assert not chat.declined and chat.top.mode == "token-out-of-range"
+    assert post.declined and post.outside_kind == "how-to"
 
 
 def test_the_same_question_with_a_symptom_is_answered(full):
