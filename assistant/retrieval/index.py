@@ -3,7 +3,8 @@
 ``build_index`` embeds only chunks whose content hash (text + metadata + model) changed, deletes
 chunks that are gone, and rebuilds from scratch when the index is missing, damaged, or made with
 another model. The manifest (model, chunk hashes, probes) is written atomically as the last step,
-so an interrupted build is detected on the next open. Usage::
+so an interrupted build is detected on the next open. The model embeds the pending chunks in one pass
+batched by token count. Usage::
 
     from assistant.config import Settings
     from assistant.retrieval.index import build_index      # also re-exported as ingest.index
@@ -17,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,7 +41,9 @@ from kb.schema import Passage, Record
 from kb.store import load_passages, load_records
 
 Progress = Callable[[str], None]
-EMBED_BATCH = 64
+EMBED_BATCH = 64  # chunks per write to Chroma, and texts per call to a stand-in embedder that has only ``embed``
+STORE_SLICE = 4096  # chunks embedded, then written, per step (below Chroma's ~5461 items per call)
+PROGRESS_EVERY = 128  # chunks between progress messages
 
 __all__ = ["IndexReport", "IndexStatus", "KnowledgeBase", "build_index", "index_status", "inspect_index", "manifest_stamp"]
 
@@ -206,14 +210,44 @@ def _probes(ids: Sequence[str]) -> list[str]:
     return sorted({ordered[0], ordered[len(ordered) // 2], ordered[-1]})
 
 
+def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int], None]) -> Any:
+    """float32 vectors of ``texts``: in one length-sorted pass by the model, or in batches by a stand-in embedder
+    (tests, benchmarks) that has only ``embed``."""
+    import numpy as np
+
+    many = getattr(embedder, "embed_array", None)
+    if many is not None:
+        return np.asarray(many(texts, progress), dtype=np.float32)
+    out: list[list[float]] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        out.extend(embedder.embed(texts[start:start + EMBED_BATCH]))
+        progress(len(out))
+    return np.asarray(out, dtype=np.float32)
+
+
 def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], progress: Progress) -> None:
+    """Embed ``todo`` and write it to the store, in its order."""
     total = len(todo)
-    for start in range(0, total, EMBED_BATCH):
-        batch = todo[start:start + EMBED_BATCH]
-        vectors = kb.embedder.embed([c.text for c in batch])
-        metas = [{**c.metadata(), "hash": kb.hashes[c.id]} for c in batch]
-        store.upsert([c.id for c in batch], vectors, [c.text for c in batch], metas)
-        progress(f"embedded {min(start + EMBED_BATCH, total)}/{total} chunks")
+    done = reported = 0
+
+    def note(n: int) -> None:
+        nonlocal reported
+        if done + n == total or done + n - reported >= PROGRESS_EVERY:
+            reported = done + n
+            progress(f"embedded {done + n}/{total} chunks")
+
+    # Pieces of STORE_SLICE chunks bound the memory of a huge build; ours is one piece, so one length-sorted pass.
+    for start in range(0, len(todo), STORE_SLICE):
+        part = todo[start:start + STORE_SLICE]
+        vectors = _embed(kb.embedder, [c.text for c in part], note)
+        done += len(part)
+        # Written in the chunks' order and in small calls, as always: Chroma builds its HNSW graph in the order
+        # and the batches it is given, and one large call makes the graph (so the far neighbours) vary from build
+        # to build.
+        for first in range(0, len(part), EMBED_BATCH):
+            batch = part[first:first + EMBED_BATCH]
+            metas = [{**c.metadata(), "hash": kb.hashes[c.id]} for c in batch]
+            store.upsert([c.id for c in batch], vectors[first:first + EMBED_BATCH], [c.text for c in batch], metas)
 
 
 def build_index(settings: Settings, records: Sequence[Record] | None = None,
