@@ -3,7 +3,8 @@
 ``build_index`` embeds only chunks whose content hash (text + metadata + model) changed, deletes
 chunks that are gone, and rebuilds from scratch when the index is missing, damaged, or made with
 another model. The manifest (model, chunk hashes, probes) is written atomically as the last step,
-so an interrupted build is detected on the next open. The model embeds the pending chunks in one pass
+so an interrupted build is detected on the next open. A rebuild takes the vectors of unchanged chunks
+from the vector cache (:mod:`assistant.retrieval.vector_cache`), and the model embeds the rest in one pass
 batched by token count. Usage::
 
     from assistant.config import Settings
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from assistant.cases import load_cases
 from assistant.config import Settings
 from assistant.errors import IndexError_
+from assistant.retrieval import vector_cache
 from assistant.retrieval.chroma_store import (
     ChromaFailure,
     ChromaStore,
@@ -62,6 +64,7 @@ class KnowledgeBase:
     hashes: dict[str, str]
     embedder: Embedder
     loc: IndexLocation
+    data_dir: Path
 
     @classmethod
     def load(cls, settings: Settings, records: Sequence[Record] | None = None,
@@ -83,7 +86,7 @@ class KnowledgeBase:
             raise IndexError_(f"cannot index kb/records: {err}") from err
         hashes = {c.id: chunk_hash(c, embedder.fingerprint) for c in chunks}
         loc = IndexLocation.from_settings(settings, embedder.fingerprint)
-        return cls(recs, pas, chunks, hashes, embedder, loc)
+        return cls(recs, pas, chunks, hashes, embedder, loc, Path(settings.data_dir).expanduser())
 
     def store(self) -> ChromaStore:
         return ChromaStore(self.loc, chroma_embedding_function(self.embedder))
@@ -225,9 +228,14 @@ def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int], None]
     return np.asarray(out, dtype=np.float32)
 
 
-def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], progress: Progress) -> None:
-    """Embed ``todo`` and write it to the store, in its order."""
-    total = len(todo)
+def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], progress: Progress,
+                     cached: dict[str, Any]) -> dict[str, Any]:
+    """Write ``todo`` to the store, in its order; vectors come from ``cached`` (content hash -> vector) or are
+    embedded now. Returns content hash -> vector of the chunks embedded now."""
+    import numpy as np
+
+    fresh: dict[str, Any] = {}
+    total = sum(1 for c in todo if kb.hashes[c.id] not in cached)
     done = reported = 0
 
     def note(n: int) -> None:
@@ -239,15 +247,38 @@ def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], p
     # Pieces of STORE_SLICE chunks bound the memory of a huge build; ours is one piece, so one length-sorted pass.
     for start in range(0, len(todo), STORE_SLICE):
         part = todo[start:start + STORE_SLICE]
-        vectors = _embed(kb.embedder, [c.text for c in part], note)
-        done += len(part)
+        missing = [c for c in part if kb.hashes[c.id] not in cached and kb.hashes[c.id] not in fresh]
+        if missing:
+            vectors = _embed(kb.embedder, [c.text for c in missing], note)
+            fresh.update(zip((kb.hashes[c.id] for c in missing), vectors))
+            done += len(missing)
         # Written in the chunks' order and in small calls, as always: Chroma builds its HNSW graph in the order
         # and the batches it is given, and one large call makes the graph (so the far neighbours) vary from build
         # to build.
         for first in range(0, len(part), EMBED_BATCH):
             batch = part[first:first + EMBED_BATCH]
-            metas = [{**c.metadata(), "hash": kb.hashes[c.id]} for c in batch]
-            store.upsert([c.id for c in batch], vectors[first:first + EMBED_BATCH], [c.text for c in batch], metas)
+            hashes = [kb.hashes[c.id] for c in batch]
+            matrix = np.stack([fresh[h] if h in fresh else cached[h] for h in hashes])
+            metas = [{**c.metadata(), "hash": h} for c, h in zip(batch, hashes)]
+            store.upsert([c.id for c in batch], matrix, [c.text for c in batch], metas)
+    return fresh
+
+
+def _keep_vectors(kb: KnowledgeBase, store: ChromaStore, cached: dict[str, Any], fresh: dict[str, Any]) -> None:
+    """Rewrite the vector cache with the vectors of every chunk now indexed (those it lacks read from the index)."""
+    path = vector_cache.cache_path(kb.data_dir, kb.loc.collection)
+    wanted = set(kb.hashes.values())
+    if not fresh and set(cached) == wanted:
+        return
+    vectors = {h: v for h, v in {**cached, **fresh}.items() if h in wanted}
+    lacking = [cid for cid, h in kb.hashes.items() if h not in vectors]
+    if lacking:  # an index built before there was a cache, or a cache lost since: fill it from the index
+        try:
+            for cid, vector in store.vectors(lacking).items():
+                vectors[kb.hashes[cid]] = vector
+        except ChromaFailure:
+            pass  # a cache with gaps only costs embedding those chunks if the index must be rebuilt
+    vector_cache.save(path, vectors)
 
 
 def build_index(settings: Settings, records: Sequence[Record] | None = None,
@@ -268,16 +299,17 @@ def build_index(settings: Settings, records: Sequence[Record] | None = None,
     started = time.perf_counter()
     kb = kb or KnowledgeBase.load(settings, records, passages)
     loc = kb.loc
-    store = kb.store()
     try:
         with build_lock(loc, wait):
-            return _build_locked(kb, store, say, started, damaged)
+            store = kb.store()
+            try:
+                return _build_locked(kb, store, say, started, damaged)
+            finally:
+                store.close()
     except ChromaFailure as err:
         raise IndexError_(f"cannot build the index at {loc.location}: {err}") from err
     except OSError as err:  # unwritable data dir, disk full, ...
         raise IndexError_(f"cannot write the index at {loc.location}: {err}") from err
-    finally:
-        store.close()
 
 
 def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started: float,
@@ -303,11 +335,15 @@ def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started:
     todo = [c for c in kb.chunks if stored.get(c.id) != kb.hashes[c.id]]
     gone = sorted(set(stored) - set(kb.hashes))
     changed = bool(todo or gone or rebuilt)
+    # Only the model's vectors are kept: a stand-in embedder (tests, benchmarks) is cheaper to run than to cache.
+    caching = getattr(kb.embedder, "embed_array", None) is not None
+    cached = vector_cache.load(vector_cache.cache_path(kb.data_dir, loc.collection)) if caching else {}
+    fresh: dict[str, Any] = {}
     if changed:
         remove_manifest(loc.manifest_path)  # from here until the end the index is "being changed"
         store.collection(create=True)
         if todo:
-            _embed_and_store(kb, store, todo, say)
+            fresh = _embed_and_store(kb, store, todo, say, cached)
         if gone:
             store.delete(gone)
         count = store.count()
@@ -323,8 +359,11 @@ def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started:
             model=str(kb.embedder.model_dir), model_fingerprint=kb.embedder.fingerprint,
             chunks=dict(sorted(kb.hashes.items())), probes=probes,
         ))
+    if caching:
+        _keep_vectors(kb, store, cached, fresh)
+    embedded = len(fresh)
     return IndexReport(
-        chunks=len(kb.chunks), embedded=len(todo), reused=len(kb.chunks) - len(todo), deleted=len(gone),
+        chunks=len(kb.chunks), embedded=embedded, reused=len(kb.chunks) - embedded, deleted=len(gone),
         rebuilt=rebuilt,
         reason=found.reason if rebuilt else (f"{len(todo)} chunk(s) changed, {len(gone)} removed" if changed else "up to date"),
         seconds=round(time.perf_counter() - started, 3), mode=loc.mode, location=loc.location,
