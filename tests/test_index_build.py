@@ -107,6 +107,30 @@ def _opened(monkeypatch) -> list[str]:
     return seen
 
 
+def test_unchanged_rebuild_only_hashes_and_compares(settings, monkeypatch):
+    records, passages = sample_records(), sample_passages()
+    first = build_index(settings, records, passages)
+    seen = _opened(monkeypatch)
+    again = build_index(settings, records, passages)
+    assert seen == []  # neither Chroma nor the model: the chunks and the index files hash as when last verified
+    assert (again.embedded, again.reused, again.deleted, again.rebuilt, again.reason) == (0, first.chunks, 0, False,
+                                                                                          "up to date")
+    assert again.onnx == first.onnx and not again.onnx_exported
+
+
+def test_a_changed_index_file_gets_the_full_check(settings, monkeypatch):
+    records, passages = sample_records(), sample_passages()
+    build_index(settings, records, passages)
+    manifest = settings.data_dir / "chroma" / MANIFEST_NAME
+    manifest.write_text(json.dumps(json.loads(manifest.read_text())), encoding="utf-8")  # same content, other bytes
+    seen = _opened(monkeypatch)
+    report = build_index(settings, records, passages)
+    assert "chroma" in seen and "model" not in seen
+    assert (report.embedded, report.rebuilt, report.reason) == (0, False, "up to date")
+    seen.clear()
+    assert build_index(settings, records, passages).reason == "up to date" and seen == []  # checked again: fast
+
+
 def test_rebuild_takes_unchanged_vectors_from_the_cache(settings, monkeypatch):
     from assistant.retrieval.index import KnowledgeBase
 
@@ -160,6 +184,7 @@ def test_a_lost_vector_cache_is_refilled_from_the_index(settings):
     first = build_index(settings, records, passages)
     path = vector_cache.cache_path(settings.data_dir, first.collection)
     path.unlink()  # or an index built before there was a cache
+    (settings.data_dir / "index-verified.json").unlink()  # so the next build runs its full check
     assert build_index(settings, records, passages).embedded == 0
     assert len(vector_cache.load(path)) == first.chunks
     shutil.rmtree(settings.data_dir / "chroma")

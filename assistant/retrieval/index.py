@@ -3,9 +3,10 @@
 ``build_index`` embeds only chunks whose content hash (text + metadata + model) changed, deletes
 chunks that are gone, and rebuilds from scratch when the index is missing, damaged, or made with
 another model. The manifest (model, chunk hashes, probes) is written atomically as the last step,
-so an interrupted build is detected on the next open. A rebuild takes the vectors of unchanged chunks
-from the vector cache (:mod:`assistant.retrieval.vector_cache`), and the model embeds the rest in one pass
-batched by token count. Usage::
+so an interrupted build is detected on the next open. A build with nothing to do only hashes the chunks
+and the index files and compares them with the last check (:mod:`assistant.retrieval.verified`); a rebuild
+takes the vectors of unchanged chunks from the vector cache (:mod:`assistant.retrieval.vector_cache`), and
+the model embeds the rest in one pass batched by token count. Usage::
 
     from assistant.config import Settings
     from assistant.retrieval.index import build_index      # also re-exported as ingest.index
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 from assistant.cases import load_cases
 from assistant.config import Settings
 from assistant.errors import IndexError_
-from assistant.retrieval import vector_cache
+from assistant.retrieval import vector_cache, verified
 from assistant.retrieval.chroma_store import (
     ChromaFailure,
     ChromaStore,
@@ -281,6 +282,41 @@ def _keep_vectors(kb: KnowledgeBase, store: ChromaStore, cached: dict[str, Any],
     vector_cache.save(path, vectors)
 
 
+def _expected_onnx(kb: KnowledgeBase) -> Path | None:
+    """The ONNX export a build of this index makes and checks (None: a stand-in embedder, or no ``onnx_dir``)."""
+    onnx_dir_ = getattr(kb.embedder, "onnx_dir", None)
+    if getattr(kb.embedder, "export_onnx", None) is None or onnx_dir_ is None:
+        return None
+    from assistant.retrieval.onnx_embed import onnx_path
+
+    return onnx_path(onnx_dir_, kb.embedder.fingerprint)
+
+
+def _snapshot(kb: KnowledgeBase, onnx: Path | None) -> dict[str, Any] | None:
+    assert kb.loc.chroma_dir is not None
+    return verified.snapshot(kb.loc.chroma_dir, kb.loc.collection, kb.embedder.fingerprint, kb.hashes, onnx)
+
+
+def _unchanged_since_verified(kb: KnowledgeBase, started: float) -> IndexReport | None:
+    """The report of a build with nothing to do when the index's files, the ONNX export and the chunks all hash as
+    they did when a build last verified them (see :mod:`assistant.retrieval.verified`); else ``None``."""
+    if kb.loc.mode != "embedded":
+        return None
+    found = verified.read(verified.record_path(kb.data_dir))
+    if found is None:
+        return None
+    onnx = _expected_onnx(kb)
+    if found != _snapshot(kb, onnx):
+        return None
+    loc = kb.loc
+    return IndexReport(
+        chunks=len(kb.chunks), embedded=0, reused=len(kb.chunks), deleted=0, rebuilt=False, reason="up to date",
+        seconds=round(time.perf_counter() - started, 3), mode=loc.mode, location=loc.location,
+        collection=loc.collection, model=str(kb.embedder.model_dir), onnx=str(onnx) if onnx else None,
+        onnx_exported=False,
+    )
+
+
 def build_index(settings: Settings, records: Sequence[Record] | None = None,
                 passages: Sequence[Passage] | None = None, progress: Progress | None = None,
                 *, damaged: str | None = None, kb: KnowledgeBase | None = None,
@@ -299,13 +335,25 @@ def build_index(settings: Settings, records: Sequence[Record] | None = None,
     started = time.perf_counter()
     kb = kb or KnowledgeBase.load(settings, records, passages)
     loc = kb.loc
+    record = verified.record_path(kb.data_dir)
     try:
         with build_lock(loc, wait):
+            if damaged is None:
+                unchanged = _unchanged_since_verified(kb, started)
+                if unchanged is not None:
+                    return unchanged  # nothing changed since the last check: neither Chroma nor the model is loaded
+            verified.remove(record)
             store = kb.store()
             try:
-                return _build_locked(kb, store, say, started, damaged)
+                report = _build_locked(kb, store, say, started, damaged)
             finally:
                 store.close()
+            if loc.mode == "embedded":
+                # Taken after close, still under the lock: the files exactly as the next build will find them.
+                snap = _snapshot(kb, Path(report.onnx) if report.onnx else None)
+                if snap is not None:
+                    verified.write(record, snap)
+            return report
     except ChromaFailure as err:
         raise IndexError_(f"cannot build the index at {loc.location}: {err}") from err
     except OSError as err:  # unwritable data dir, disk full, ...
