@@ -15,6 +15,7 @@ from typing import Literal
 import re2
 from pydantic import BaseModel, ConfigDict, Field
 
+from assistant import snapshot
 from assistant.config import Settings
 from assistant.errors import InputError
 from ingest.assemble import assemble
@@ -146,12 +147,34 @@ def _kind_of(path: str) -> Literal["record", "passage", "manifest"]:
     return "manifest"
 
 
+Outputs = tuple[dict[str, str], list[SourceResult], list[SkippedSource], list[str]]
+
+
+def _input_files(settings: Settings, sources_dir: Path) -> list[Path]:
+    """Every file a fresh ingest of ``sources_dir`` can read, and the ingest code itself."""
+    translations = settings.kb_dir / "translations"
+    return [*sorted(Path(__file__).resolve().parent.glob("*.py")), settings.kb_dir / OVERLAY_FILE,
+            *(sorted(p for p in translations.iterdir() if p.is_file()) if translations.is_dir() else []),
+            *list_sources(sources_dir)]
+
+
 def build_outputs(settings: Settings, sources_dir: Path | None = None,
-                  progress: Callable[[str], None] | None = None) -> tuple[dict[str, str], list[SourceResult],
-                                                                          list[SkippedSource], list[str]]:
-    """Fresh ingest in memory: output path (relative to the records dir) -> file text, plus what was read."""
-    note = progress or (lambda _msg: None)
+                  progress: Callable[[str], None] | None = None) -> Outputs:
+    """Fresh ingest in memory: output path (relative to the records dir) -> file text, plus what was read.
+
+    A pure function of the files it reads and of the code, so its result is kept as a snapshot named by their
+    sha256 (:mod:`assistant.snapshot`): an ingest with no source, translation, overlay or code changed only
+    hashes them, and any change parses everything again."""
     sources_dir = Path(sources_dir or settings.sources_dir)
+    try:
+        files = _input_files(settings, sources_dir)
+    except (InputError, OSError):
+        return _build_outputs(settings, sources_dir, progress)  # raises or reports it, as uncached
+    return snapshot.cached("ingest", files, lambda: _build_outputs(settings, sources_dir, progress))
+
+
+def _build_outputs(settings: Settings, sources_dir: Path, progress: Callable[[str], None] | None) -> Outputs:
+    note = progress or (lambda _msg: None)
     overlay_path = settings.kb_dir / OVERLAY_FILE
     overlay = load_overlay(overlay_path)
     guides: dict[str, Guide] = {}

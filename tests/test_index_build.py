@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 
+import numpy as np
 import pytest
 from retrieval_fixtures import sample_passages, sample_records
 
 from assistant.config import Settings
-from assistant.retrieval import Retriever
+from assistant.retrieval import Retriever, vector_cache
 from assistant.retrieval.chunks import build_chunks
 from assistant.retrieval.embeddings import default_model_dir
 from assistant.retrieval.manifest import MANIFEST_NAME
@@ -81,3 +83,109 @@ def test_model_change_rebuilds_into_a_new_collection(settings, tmp_path):
     assert report.collection != first.collection
     assert any("rebuilding" in m for m in messages)
     assert build_index(changed, records, passages).embedded == 0
+    assert not vector_cache.cache_path(settings.data_dir, first.collection).exists()  # the other model's vectors
+    assert len(vector_cache.load(vector_cache.cache_path(settings.data_dir, report.collection))) == report.chunks
+
+
+def _opened(monkeypatch) -> list[str]:
+    """Record each time Chroma is opened or the model embeds a text."""
+    from assistant.retrieval import chroma_store, embeddings
+
+    seen: list[str] = []
+    real_client, real_embed = chroma_store.ChromaStore.client, embeddings.Embedder.embed_array
+
+    def client(self):
+        seen.append("chroma")
+        return real_client(self)
+
+    def embed_array(self, texts, progress=None):
+        seen.append("model")
+        return real_embed(self, texts, progress)
+
+    monkeypatch.setattr(chroma_store.ChromaStore, "client", client)
+    monkeypatch.setattr(embeddings.Embedder, "embed_array", embed_array)
+    return seen
+
+
+def test_unchanged_rebuild_only_hashes_and_compares(settings, monkeypatch):
+    records, passages = sample_records(), sample_passages()
+    first = build_index(settings, records, passages)
+    seen = _opened(monkeypatch)
+    again = build_index(settings, records, passages)
+    assert seen == []  # neither Chroma nor the model: the chunks and the index files hash as when last verified
+    assert (again.embedded, again.reused, again.deleted, again.rebuilt, again.reason) == (0, first.chunks, 0, False,
+                                                                                          "up to date")
+    assert again.onnx == first.onnx and not again.onnx_exported
+
+
+def test_a_changed_index_file_gets_the_full_check(settings, monkeypatch):
+    records, passages = sample_records(), sample_passages()
+    build_index(settings, records, passages)
+    manifest = settings.data_dir / "chroma" / MANIFEST_NAME
+    manifest.write_text(json.dumps(json.loads(manifest.read_text())), encoding="utf-8")  # same content, other bytes
+    seen = _opened(monkeypatch)
+    report = build_index(settings, records, passages)
+    assert "chroma" in seen and "model" not in seen
+    assert (report.embedded, report.rebuilt, report.reason) == (0, False, "up to date")
+    seen.clear()
+    assert build_index(settings, records, passages).reason == "up to date" and seen == []  # checked again: fast
+
+
+def test_rebuild_takes_unchanged_vectors_from_the_cache(settings, monkeypatch):
+    from assistant.retrieval.index import KnowledgeBase
+
+    records, passages = sample_records(), sample_passages()
+    first = build_index(settings, records, passages)
+    kb = KnowledgeBase.load(settings, records, passages)
+    before = _stored(kb)
+    shutil.rmtree(settings.data_dir / "chroma")
+    seen = _opened(monkeypatch)
+    report = build_index(settings, records, passages)
+    assert report.rebuilt and (report.embedded, report.reused) == (0, first.chunks) and "model" not in seen
+    after = _stored(kb)
+    assert after.keys() == before.keys() and all((after[k] == before[k]).all() for k in before)
+    hits = Retriever(settings, records, passages, progress=lambda m: None).search("CUDA out of memory", k=1)
+    assert hits[0].id == "cuda-oom"
+
+
+def _stored(kb) -> dict:
+    store = kb.store()
+    try:
+        return {cid: np.asarray(v) for cid, v in store.vectors(sorted(kb.hashes)).items()}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("spoil", ["garbage", "altered", "missing"])
+def test_an_unusable_vector_cache_is_not_used(settings, spoil):
+    records, passages = sample_records(), sample_passages()
+    first = build_index(settings, records, passages)
+    path = vector_cache.cache_path(settings.data_dir, first.collection)
+    assert len(vector_cache.load(path)) == first.chunks
+    if spoil == "garbage":
+        path.write_bytes(b"PK\x03\x04 not a cache" * 50)
+    elif spoil == "altered":  # a vector changed without its checksum
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+        arrays["vectors"][0, 0] += 0.5
+        with path.open("wb") as fh:
+            np.savez(fh, **arrays)
+    else:
+        path.unlink()
+    assert vector_cache.load(path) == {}
+    shutil.rmtree(settings.data_dir / "chroma")
+    report = build_index(settings, records, passages)
+    assert report.rebuilt and report.embedded == report.chunks
+    assert len(vector_cache.load(path)) == report.chunks  # written afresh
+
+
+def test_a_lost_vector_cache_is_refilled_from_the_index(settings):
+    records, passages = sample_records(), sample_passages()
+    first = build_index(settings, records, passages)
+    path = vector_cache.cache_path(settings.data_dir, first.collection)
+    path.unlink()  # or an index built before there was a cache
+    (settings.data_dir / "index-verified.json").unlink()  # so the next build runs its full check
+    assert build_index(settings, records, passages).embedded == 0
+    assert len(vector_cache.load(path)) == first.chunks
+    shutil.rmtree(settings.data_dir / "chroma")
+    assert build_index(settings, records, passages).embedded == 0

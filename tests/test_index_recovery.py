@@ -86,6 +86,19 @@ def test_damaged_index_is_rebuilt_on_open(built, damage):
     assert index_status(built, sample_records(), sample_passages()).state == "ok"
 
 
+@pytest.mark.parametrize("damage", DAMAGE, ids=lambda f: f.__name__.strip("_"))
+def test_damage_after_a_verified_build_is_found_by_the_next_ingest(built, damage):
+    """The next build's shortcut (nothing changed since the last check) never hides a damaged index; the rebuild
+    takes the unchanged vectors from the vector cache instead of the model."""
+    assert build_index(built, sample_records(), sample_passages()).reason == "up to date"
+    damage(built.data_dir / "chroma")
+    report = build_index(built, sample_records(), sample_passages())
+    assert report.rebuilt and report.embedded == 0 and report.reused == report.chunks
+    assert index_status(built, sample_records(), sample_passages()).state == "ok"
+    hits = Retriever(built, sample_records(), sample_passages(), progress=lambda m: None).search("显存不足", k=1)
+    assert hits[0].id == "cuda-oom"
+
+
 def test_missing_directory_is_built_on_first_search(tmp_path):
     settings = Settings(data_dir=tmp_path / "never-built")
     messages: list[str] = []

@@ -170,3 +170,30 @@ def test_runbook_passage_ids_never_repeat_the_file_stem():
     assert list(other.passages) == ["x-notes"]
     committed = {s.file: s.passages for s in run_ingest(_settings(), check=True).sources}
     assert committed["team-runbook.md"] == ["team-runbook-overview", "team-runbook-how-this-file-is-read"]
+
+
+def test_unchanged_inputs_are_not_parsed_again(tmp_path, monkeypatch):
+    """A re-ingest with no source, translation, overlay or ingest code changed only hashes them; any change parses."""
+    from ingest import pipeline
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    sources, out = tmp_path / "sources", tmp_path / "records"
+    shutil.copytree(KB_DIR / "sources", sources)
+    first = run_ingest(_settings(), sources_dir=sources, out_dir=out)
+    parsed: list[Path] = []
+    real = pipeline._build_outputs
+
+    def counting(settings, sources_dir, progress):
+        parsed.append(sources_dir)
+        return real(settings, sources_dir, progress)
+
+    monkeypatch.setattr(pipeline, "_build_outputs", counting)
+    again = run_ingest(_settings(), sources_dir=sources, out_dir=out)
+    assert parsed == [] and again.up_to_date
+    assert [s.model_copy(update={"statuses": {}}) for s in again.sources] == \
+        [s.model_copy(update={"statuses": {}}) for s in first.sources]
+    runbook = sources / "team-runbook.md"
+    runbook.write_text(runbook.read_text(encoding="utf-8") + "\n## A new section\n\nCheck the disk first.\n",
+                       encoding="utf-8")
+    changed = run_ingest(_settings(), sources_dir=sources, out_dir=out, check=True)
+    assert parsed == [sources] and not changed.up_to_date

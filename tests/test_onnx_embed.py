@@ -61,6 +61,31 @@ def test_onnx_query_vectors_equal_sentence_transformers(exported, kind):
     assert np.allclose(np.linalg.norm(one_by_one, axis=1), 1.0, atol=1e-5)
 
 
+def test_onnx_document_vectors_equal_sentence_transformers(exported, tmp_path):
+    """Documents as an index build embeds them — the knowledge base's records, passages and past incidents, many past
+    the 256-token window, in one pass batched by token count — give sentence-transformers' vectors."""
+    from assistant.retrieval.index import KnowledgeBase
+
+    kb = KnowledgeBase.load(Settings(data_dir=tmp_path), embedder=exported)
+    by_kind: dict[str, list[str]] = {}
+    for chunk in kb.chunks:
+        by_kind.setdefault(chunk.kind, []).append(chunk.text)
+    assert set(by_kind) == {"record", "passage", "case"}
+    texts = []
+    for _, items in sorted(by_kind.items()):
+        items = sorted(items, key=len)
+        texts += items[::max(1, len(items) // 12)][:12] + items[-3:]  # a spread of lengths and the longest
+    done: list[int] = []
+    onnx = exported.embed_array(texts, done.append)
+    st = Embedder(default_model_dir()).embed_array(texts)
+    assert onnx.shape == st.shape == (len(texts), 384) and onnx.dtype == np.float32
+    assert np.abs(onnx - st).max() < 1e-5
+    assert done[-1] == len(texts) and done == sorted(done)
+    alone = np.array([exported.embed([t])[0] for t in texts[::4]])  # as a query: a batch of one, no padding
+    assert np.abs(alone - onnx[::4]).max() < 1e-6
+    assert exported.embed_array([]).shape == (0, 384)
+
+
 def test_export_is_kept_until_the_model_changes(exported):
     path = onnx_path(exported.onnx_dir, exported.fingerprint)
     before = path.stat().st_mtime_ns

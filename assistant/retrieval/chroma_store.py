@@ -228,6 +228,18 @@ class ChromaStore:
                     out[cid] = str((meta or {}).get("hash", ""))
         return out
 
+    def vectors(self, ids: Sequence[str]) -> dict[str, Any]:
+        """chunk id -> stored vector, for those of ``ids`` that are stored."""
+        col = self.collection()
+        out: dict[str, Any] = {}
+        with chroma_errors("reading vectors"):
+            for i in range(0, len(ids), SLICE):
+                got = col.get(ids=list(ids[i:i + SLICE]), include=["embeddings"])
+                vectors = got["embeddings"]
+                if vectors is not None:
+                    out.update(zip(got["ids"], vectors))
+        return out
+
     def query(self, vector: Sequence[float], n: int, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """(chunk id, cosine distance) of the ``n`` nearest vectors, nearest first (only ``kinds`` if given)."""
         col = self.collection()

@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -146,15 +147,33 @@ class Embedder:
         """Unit-length vectors (cosine space) for ``texts``."""
         if not texts:
             return []
+        return self.embed_array(texts).tolist()
+
+    def embed_array(self, texts: list[str], progress: Callable[[int], None] | None = None) -> Any:
+        """:meth:`embed` as one float32 array (row i is text i), for many texts at once (an index build):
+        ``progress`` gets the number of texts embedded so far."""
+        import numpy as np
+
         onnx = self.onnx()
         if onnx is not None:
             try:
-                return onnx.embed(texts)
+                return onnx.embed_array(texts, progress)
             except Exception:  # noqa: BLE001 - an export that loads but fails to run: sentence-transformers answers
                 pass
-        vectors = self.model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True,
-                                    convert_to_numpy=True, show_progress_bar=False)
-        return vectors.astype("float32").tolist()
+        # sentence-transformers sorts each call's texts by length itself; the slices only pace the progress.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        step = max(len(order) if progress is None else BATCH_SIZE * 8, 1)
+        out = None
+        for start in range(0, len(order), step):
+            part = order[start:start + step]
+            vectors = self.model.encode([texts[i] for i in part], batch_size=BATCH_SIZE, normalize_embeddings=True,
+                                        convert_to_numpy=True, show_progress_bar=False)
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[part] = vectors
+            if progress is not None:
+                progress(start + len(part))
+        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
 @lru_cache(maxsize=1)

@@ -3,7 +3,10 @@
 ``build_index`` embeds only chunks whose content hash (text + metadata + model) changed, deletes
 chunks that are gone, and rebuilds from scratch when the index is missing, damaged, or made with
 another model. The manifest (model, chunk hashes, probes) is written atomically as the last step,
-so an interrupted build is detected on the next open. Usage::
+so an interrupted build is detected on the next open. A build with nothing to do only hashes the chunks
+and the index files and compares them with the last check (:mod:`assistant.retrieval.verified`); a rebuild
+takes the vectors of unchanged chunks from the vector cache (:mod:`assistant.retrieval.vector_cache`), and
+the model embeds the rest in one pass batched by token count. Usage::
 
     from assistant.config import Settings
     from assistant.retrieval.index import build_index      # also re-exported as ingest.index
@@ -17,12 +20,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from assistant.cases import load_cases
 from assistant.config import Settings
 from assistant.errors import IndexError_
+from assistant.retrieval import vector_cache, verified
 from assistant.retrieval.chroma_store import (
     ChromaFailure,
     ChromaStore,
@@ -39,7 +44,9 @@ from kb.schema import Passage, Record
 from kb.store import load_passages, load_records
 
 Progress = Callable[[str], None]
-EMBED_BATCH = 64
+EMBED_BATCH = 64  # chunks per write to Chroma, and texts per call to a stand-in embedder that has only ``embed``
+STORE_SLICE = 4096  # chunks embedded, then written, per step (below Chroma's ~5461 items per call)
+PROGRESS_EVERY = 128  # chunks between progress messages
 
 __all__ = ["IndexReport", "IndexStatus", "KnowledgeBase", "build_index", "index_status", "inspect_index", "manifest_stamp"]
 
@@ -58,6 +65,7 @@ class KnowledgeBase:
     hashes: dict[str, str]
     embedder: Embedder
     loc: IndexLocation
+    data_dir: Path
 
     @classmethod
     def load(cls, settings: Settings, records: Sequence[Record] | None = None,
@@ -79,7 +87,7 @@ class KnowledgeBase:
             raise IndexError_(f"cannot index kb/records: {err}") from err
         hashes = {c.id: chunk_hash(c, embedder.fingerprint) for c in chunks}
         loc = IndexLocation.from_settings(settings, embedder.fingerprint)
-        return cls(recs, pas, chunks, hashes, embedder, loc)
+        return cls(recs, pas, chunks, hashes, embedder, loc, Path(settings.data_dir).expanduser())
 
     def store(self) -> ChromaStore:
         return ChromaStore(self.loc, chroma_embedding_function(self.embedder))
@@ -206,14 +214,107 @@ def _probes(ids: Sequence[str]) -> list[str]:
     return sorted({ordered[0], ordered[len(ordered) // 2], ordered[-1]})
 
 
-def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], progress: Progress) -> None:
-    total = len(todo)
-    for start in range(0, total, EMBED_BATCH):
-        batch = todo[start:start + EMBED_BATCH]
-        vectors = kb.embedder.embed([c.text for c in batch])
-        metas = [{**c.metadata(), "hash": kb.hashes[c.id]} for c in batch]
-        store.upsert([c.id for c in batch], vectors, [c.text for c in batch], metas)
-        progress(f"embedded {min(start + EMBED_BATCH, total)}/{total} chunks")
+def _embed(embedder: Embedder, texts: list[str], progress: Callable[[int], None]) -> Any:
+    """float32 vectors of ``texts``: in one length-sorted pass by the model, or in batches by a stand-in embedder
+    (tests, benchmarks) that has only ``embed``."""
+    import numpy as np
+
+    many = getattr(embedder, "embed_array", None)
+    if many is not None:
+        return np.asarray(many(texts, progress), dtype=np.float32)
+    out: list[list[float]] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        out.extend(embedder.embed(texts[start:start + EMBED_BATCH]))
+        progress(len(out))
+    return np.asarray(out, dtype=np.float32)
+
+
+def _embed_and_store(kb: KnowledgeBase, store: ChromaStore, todo: list[Chunk], progress: Progress,
+                     cached: dict[str, Any]) -> dict[str, Any]:
+    """Write ``todo`` to the store, in its order; vectors come from ``cached`` (content hash -> vector) or are
+    embedded now. Returns content hash -> vector of the chunks embedded now."""
+    import numpy as np
+
+    fresh: dict[str, Any] = {}
+    total = sum(1 for c in todo if kb.hashes[c.id] not in cached)
+    done = reported = 0
+
+    def note(n: int) -> None:
+        nonlocal reported
+        if done + n == total or done + n - reported >= PROGRESS_EVERY:
+            reported = done + n
+            progress(f"embedded {done + n}/{total} chunks")
+
+    # Pieces of STORE_SLICE chunks bound the memory of a huge build; ours is one piece, so one length-sorted pass.
+    for start in range(0, len(todo), STORE_SLICE):
+        part = todo[start:start + STORE_SLICE]
+        missing = [c for c in part if kb.hashes[c.id] not in cached and kb.hashes[c.id] not in fresh]
+        if missing:
+            vectors = _embed(kb.embedder, [c.text for c in missing], note)
+            fresh.update(zip((kb.hashes[c.id] for c in missing), vectors))
+            done += len(missing)
+        # Written in the chunks' order and in small calls, as always: Chroma builds its HNSW graph in the order
+        # and the batches it is given, and one large call makes the graph (so the far neighbours) vary from build
+        # to build.
+        for first in range(0, len(part), EMBED_BATCH):
+            batch = part[first:first + EMBED_BATCH]
+            hashes = [kb.hashes[c.id] for c in batch]
+            matrix = np.stack([fresh[h] if h in fresh else cached[h] for h in hashes])
+            metas = [{**c.metadata(), "hash": h} for c, h in zip(batch, hashes)]
+            store.upsert([c.id for c in batch], matrix, [c.text for c in batch], metas)
+    return fresh
+
+
+def _keep_vectors(kb: KnowledgeBase, store: ChromaStore, cached: dict[str, Any], fresh: dict[str, Any]) -> None:
+    """Rewrite the vector cache with the vectors of every chunk now indexed (those it lacks read from the index)."""
+    path = vector_cache.cache_path(kb.data_dir, kb.loc.collection)
+    wanted = set(kb.hashes.values())
+    if not fresh and set(cached) == wanted:
+        return
+    vectors = {h: v for h, v in {**cached, **fresh}.items() if h in wanted}
+    lacking = [cid for cid, h in kb.hashes.items() if h not in vectors]
+    if lacking:  # an index built before there was a cache, or a cache lost since: fill it from the index
+        try:
+            for cid, vector in store.vectors(lacking).items():
+                vectors[kb.hashes[cid]] = vector
+        except ChromaFailure:
+            pass  # a cache with gaps only costs embedding those chunks if the index must be rebuilt
+    vector_cache.save(path, vectors)
+
+
+def _expected_onnx(kb: KnowledgeBase) -> Path | None:
+    """The ONNX export a build of this index makes and checks (None: a stand-in embedder, or no ``onnx_dir``)."""
+    onnx_dir_ = getattr(kb.embedder, "onnx_dir", None)
+    if getattr(kb.embedder, "export_onnx", None) is None or onnx_dir_ is None:
+        return None
+    from assistant.retrieval.onnx_embed import onnx_path
+
+    return onnx_path(onnx_dir_, kb.embedder.fingerprint)
+
+
+def _snapshot(kb: KnowledgeBase, onnx: Path | None) -> dict[str, Any] | None:
+    assert kb.loc.chroma_dir is not None
+    return verified.snapshot(kb.loc.chroma_dir, kb.loc.collection, kb.embedder.fingerprint, kb.hashes, onnx)
+
+
+def _unchanged_since_verified(kb: KnowledgeBase, started: float) -> IndexReport | None:
+    """The report of a build with nothing to do when the index's files, the ONNX export and the chunks all hash as
+    they did when a build last verified them (see :mod:`assistant.retrieval.verified`); else ``None``."""
+    if kb.loc.mode != "embedded":
+        return None
+    found = verified.read(verified.record_path(kb.data_dir))
+    if found is None:
+        return None
+    onnx = _expected_onnx(kb)
+    if found != _snapshot(kb, onnx):
+        return None
+    loc = kb.loc
+    return IndexReport(
+        chunks=len(kb.chunks), embedded=0, reused=len(kb.chunks), deleted=0, rebuilt=False, reason="up to date",
+        seconds=round(time.perf_counter() - started, 3), mode=loc.mode, location=loc.location,
+        collection=loc.collection, model=str(kb.embedder.model_dir), onnx=str(onnx) if onnx else None,
+        onnx_exported=False,
+    )
 
 
 def build_index(settings: Settings, records: Sequence[Record] | None = None,
@@ -234,16 +335,29 @@ def build_index(settings: Settings, records: Sequence[Record] | None = None,
     started = time.perf_counter()
     kb = kb or KnowledgeBase.load(settings, records, passages)
     loc = kb.loc
-    store = kb.store()
+    record = verified.record_path(kb.data_dir)
     try:
         with build_lock(loc, wait):
-            return _build_locked(kb, store, say, started, damaged)
+            if damaged is None:
+                unchanged = _unchanged_since_verified(kb, started)
+                if unchanged is not None:
+                    return unchanged  # nothing changed since the last check: neither Chroma nor the model is loaded
+            verified.remove(record)
+            store = kb.store()
+            try:
+                report = _build_locked(kb, store, say, started, damaged)
+            finally:
+                store.close()
+            if loc.mode == "embedded":
+                # Taken after close, still under the lock: the files exactly as the next build will find them.
+                snap = _snapshot(kb, Path(report.onnx) if report.onnx else None)
+                if snap is not None:
+                    verified.write(record, snap)
+            return report
     except ChromaFailure as err:
         raise IndexError_(f"cannot build the index at {loc.location}: {err}") from err
     except OSError as err:  # unwritable data dir, disk full, ...
         raise IndexError_(f"cannot write the index at {loc.location}: {err}") from err
-    finally:
-        store.close()
 
 
 def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started: float,
@@ -269,11 +383,15 @@ def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started:
     todo = [c for c in kb.chunks if stored.get(c.id) != kb.hashes[c.id]]
     gone = sorted(set(stored) - set(kb.hashes))
     changed = bool(todo or gone or rebuilt)
+    # Only the model's vectors are kept: a stand-in embedder (tests, benchmarks) is cheaper to run than to cache.
+    caching = getattr(kb.embedder, "embed_array", None) is not None
+    cached = vector_cache.load(vector_cache.cache_path(kb.data_dir, loc.collection)) if caching else {}
+    fresh: dict[str, Any] = {}
     if changed:
         remove_manifest(loc.manifest_path)  # from here until the end the index is "being changed"
         store.collection(create=True)
         if todo:
-            _embed_and_store(kb, store, todo, say)
+            fresh = _embed_and_store(kb, store, todo, say, cached)
         if gone:
             store.delete(gone)
         count = store.count()
@@ -289,8 +407,11 @@ def _build_locked(kb: KnowledgeBase, store: ChromaStore, say: Progress, started:
             model=str(kb.embedder.model_dir), model_fingerprint=kb.embedder.fingerprint,
             chunks=dict(sorted(kb.hashes.items())), probes=probes,
         ))
+    if caching:
+        _keep_vectors(kb, store, cached, fresh)
+    embedded = len(fresh)
     return IndexReport(
-        chunks=len(kb.chunks), embedded=len(todo), reused=len(kb.chunks) - len(todo), deleted=len(gone),
+        chunks=len(kb.chunks), embedded=embedded, reused=len(kb.chunks) - embedded, deleted=len(gone),
         rebuilt=rebuilt,
         reason=found.reason if rebuilt else (f"{len(todo)} chunk(s) changed, {len(gone)} removed" if changed else "up to date"),
         seconds=round(time.perf_counter() - started, 3), mode=loc.mode, location=loc.location,
