@@ -62,27 +62,22 @@ def _python_tracebacks(rank: str | None, lines: list[KeptLine]) -> list[Tracebac
     expect_chain = False
     for line in lines:
         body = line.body
-        if _TB_START.search(body):
+        header = bool(_TB_START.search(body))
+        m = None if header else _FRAME.search(body)
+        # A traceback starts at its header, or at its first frame when it was pasted without one (an
+        # excerpt, a quoted issue): the frames and the final exception line still say where it was raised.
+        if header or (m and not in_frames):
             if not expect_chain:
                 chain, chain_start = [], None
             expect_chain = False
             start, frames, in_frames = line.number, [], True
             if chain_start is None:
                 chain_start = line.number
-            continue
-        if _CHAIN.search(body):
+            if header:
+                continue
+        elif _CHAIN.search(body):
             expect_chain = True
             continue
-        m = _FRAME.search(body)
-        if m and not in_frames:
-            # A traceback pasted without its "Traceback (most recent call last):" header (an excerpt, a
-            # quoted issue): its frames and final exception line still say where it was raised.
-            if not expect_chain:
-                chain, chain_start = [], None
-            expect_chain = False
-            start, frames, in_frames = line.number, [], True
-            if chain_start is None:
-                chain_start = line.number
         if not in_frames:
             continue
         if m:

@@ -1,4 +1,5 @@
-"""The training vocabulary (kb/outside.yaml ``domain:``): its inline examples, and what it decides."""
+"""The vocabularies of kb/outside.yaml (``domain:`` training words, ``trouble:`` words of something going
+wrong): their inline examples, and what they decide."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ from assistant.cases import CaseVotes
 from assistant.outside import load_domain, load_trouble
 
 DOMAIN = load_domain()
+TROUBLE = load_trouble()
+EXAMPLES = [(name, v, t, True) for name, v in (("domain", DOMAIN), ("trouble", TROUBLE)) for t in v.examples.match] + [
+    (name, v, t, False) for name, v in (("domain", DOMAIN), ("trouble", TROUBLE)) for t in v.examples.no_match]
 
 
-@pytest.mark.parametrize("text", DOMAIN.examples.match)
-def test_texts_about_training_use_the_vocabulary(text):
-    assert DOMAIN.mentioned_in(text)
-
-
-@pytest.mark.parametrize("text", DOMAIN.examples.no_match)
-def test_texts_about_other_things_do_not(text):
-    assert not DOMAIN.mentioned_in(text)
+@pytest.mark.parametrize(("name", "vocabulary", "text", "uses"), EXAMPLES,
+                         ids=[f"{n}-{'match' if u else 'no_match'}-{i}" for i, (n, _, _, u) in enumerate(EXAMPLES)])
+def test_the_inline_examples_use_the_vocabulary_or_not(name, vocabulary, text, uses):
+    # domain: texts about training use it, texts about other things do not; trouble: reports of something
+    # going wrong use it, how-to questions do not
+    assert vocabulary.mentioned_in(text) == uses
 
 
 @pytest.fixture(scope="module")
@@ -36,19 +38,6 @@ def test_a_training_signature_is_answered_even_without_training_words(rules_and_
     assert not DOMAIN.mentioned_in(text)
     d = rules_and_cases.diagnose(text)
     assert not d.abstained and d.candidates[0].failure_mode == "checkpoint-corruption"
-
-
-TROUBLE = load_trouble()
-
-
-@pytest.mark.parametrize("text", TROUBLE.examples.match)
-def test_reports_of_something_going_wrong_use_the_trouble_words(text):
-    assert TROUBLE.mentioned_in(text)
-
-
-@pytest.mark.parametrize("text", TROUBLE.examples.no_match)
-def test_how_to_questions_do_not(text):
-    assert not TROUBLE.mentioned_in(text)
 
 
 @pytest.fixture(scope="module")
