@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from assistant.retrieval.atomic import write_atomically
 
 FORMAT = 1
 
@@ -59,22 +59,13 @@ def save(path: Path, vectors: Mapping[str, Any]) -> None:
     hashes = np.array(sorted(vectors), dtype="<U64")
     matrix = (np.stack([np.asarray(vectors[h], dtype=np.float32) for h in hashes.tolist()]) if len(hashes)
               else np.zeros((0, 0), dtype=np.float32))
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".vectors-", suffix=".npz", dir=path.parent)
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, hashes=hashes, vectors=matrix, checksum=np.array(_checksum(hashes, matrix)))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
-        prefix = path.stem.rsplit("-", 1)[0]
+    written = write_atomically(
+        path, lambda fh: np.savez(fh, hashes=hashes, vectors=matrix, checksum=np.array(_checksum(hashes, matrix))),
+        prefix=".vectors-", suffix=".npz", binary=True)
+    if not written:
+        return
+    prefix = path.stem.rsplit("-", 1)[0]
+    with contextlib.suppress(OSError):
         for other in path.parent.glob(f"{prefix}-*.npz"):
             if other != path and other.stem.rsplit("-", 1)[0] == prefix:
                 other.unlink(missing_ok=True)
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink()

@@ -14,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from assistant.retrieval.atomic import write_atomically
 
 FORMAT = 1
 NAME = "index-verified.json"
@@ -68,21 +68,7 @@ def read(path: Path) -> dict[str, Any] | None:
 
 def write(path: Path, data: Mapping[str, Any]) -> None:
     """Write ``data`` atomically; failing to only costs a full check next time."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".verified-", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink()
+    write_atomically(path, lambda fh: json.dump(data, fh, indent=1, sort_keys=True), prefix=".verified-", suffix=".tmp")
 
 
 def remove(path: Path) -> None:
