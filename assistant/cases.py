@@ -7,7 +7,9 @@ when the rules are weak, and their votes for "out of scope" feed the out-of-doma
 
 Similarity is lexical TF-IDF over identifiers, words and Chinese character bigrams, computed in
 pure Python (no model, no torch): the rule path stays light, and machine output — exception names,
-NCCL codes, tool names — is exactly what lexical overlap catches. Cases are also indexed for
+NCCL codes, tool names — is exactly what lexical overlap catches. A linear model trained on the same
+vectors (:mod:`assistant.case_model`) adds what all the cases together say about words no single
+close case shares. Cases are also indexed for
 retrieval like every record (``ingest``), so questions find them through the embedding model too.
 """
 
@@ -25,12 +27,14 @@ from pathlib import Path
 import re2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from assistant.case_model import OUT_OF_SCOPE, CaseModel, fold, train
 from assistant.errors import KnowledgeBaseError
 from kb.taxonomy import MODE_IDS
 
 K = 7  # neighbours that vote
 MIN_SIMILARITY = 0.12  # below this a case is not "similar" at all
 CLOSE = 0.45  # a case this similar is a close match: its vote is not damped, and it vouches for the text's domain
+MIN_VOTE = 0.05  # a mode the model gives less than this is not a vote
 MAX_CHARS = 20000  # text compared with the cases (the start and end of longer input)
 
 # Identifiers (dotted names kept whole and split), words, numbers dropped; CJK runs as bigrams.
@@ -158,6 +162,19 @@ class CaseMemory:
         for i, v in enumerate(self._vectors):
             for t in v:
                 self._postings.setdefault(t, []).append(i)
+        self._labels = [c.labels[0] if c.labels else OUT_OF_SCOPE for c in self.cases]
+        self.model: CaseModel | None = train(self._vectors, self._labels)
+        self._fold_models: dict[int, CaseModel | None] = {}
+
+    def _model_for(self, exclude: str | None) -> CaseModel | None:
+        """The model, or when ``exclude`` is a source in the memory, the model of the folds without it."""
+        if exclude is None or self.model is None or not any(c.source == exclude for c in self.cases):
+            return self.model
+        f = fold(exclude)
+        if f not in self._fold_models:
+            keep = [i for i, c in enumerate(self.cases) if fold(c.source) != f]
+            self._fold_models[f] = train([self._vectors[i] for i in keep], [self._labels[i] for i in keep])
+        return self._fold_models[f]
 
     def __len__(self) -> int:
         return len(self.cases)
@@ -172,7 +189,12 @@ class CaseMemory:
         """The ``k`` most similar cases (cosine ≥ MIN_SIMILARITY), most similar first."""
         if not self.cases:
             return []
-        q = self._vector(Counter(tokens(_excerpt(text))))
+        return self._nearest(self._query(text), k, exclude)
+
+    def _query(self, text: str) -> dict[str, float]:
+        return self._vector(Counter(tokens(_excerpt(text))))
+
+    def _nearest(self, q: dict[str, float], k: int, exclude: str | None) -> list[Neighbour]:
         scores: dict[int, float] = {}
         for t, w in q.items():
             for i in self._postings.get(t, ()):
@@ -190,30 +212,59 @@ class CaseMemory:
         return out
 
     def vote(self, text: str, *, exclude: str | None = None) -> CaseVotes:
-        """Similarity-weighted votes of the nearest cases.
+        """Votes of the nearest cases, combined with the case model's probabilities.
 
-        A mode's vote is the share of the neighbours' similarity that carries it (a second label
-        counts half), scaled by how similar the closest carrier is — ten weak neighbours never add
-        up to one close match. ``exclude`` leaves out cases from one source (leave-one-out scoring).
+        A mode's neighbour vote is the share of the neighbours' similarity that carries it (a second
+        label counts half), scaled by how similar the closest carrier is — ten weak neighbours never
+        add up to one close match. The model (:mod:`assistant.case_model`) gives a probability per mode
+        and for "out of scope"; each vote is the larger of the two. ``exclude`` leaves out cases from
+        one source, and scores with the model of the folds without it (leave-one-out scoring).
         """
-        neighbours = self.nearest(text, exclude=exclude)
-        if not neighbours:
+        if not self.cases:
             return EMPTY
-        total = sum(n.similarity for n in neighbours)
-        weight: dict[str, float] = {}
-        closest: dict[str, float] = {}
-        oos = 0.0
-        oos_closest = 0.0
-        for n in neighbours:
-            if not n.case.labels:
-                oos += n.similarity
-                oos_closest = max(oos_closest, n.similarity)
-                continue
-            for j, mode in enumerate(n.case.labels):
-                weight[mode] = weight.get(mode, 0.0) + n.similarity * (1.0 if j == 0 else 0.5)
-                closest[mode] = max(closest.get(mode, 0.0), n.similarity)
-        modes = {m: round(_strength(w / total, closest[m]), 4) for m, w in weight.items()}
-        return CaseVotes(modes, round(_strength(oos / total, oos_closest), 4) if oos else 0.0, tuple(neighbours))
+        q = self._query(text)
+        neighbours = self._nearest(q, K, exclude)
+        model = self._model_for(exclude)
+        knn = _knn_votes(neighbours)
+        if model is None or not q:
+            return knn
+        p = model.predict(q)
+        return _combine(knn, p, neighbours)
+
+
+def _knn_votes(neighbours: list[Neighbour]) -> CaseVotes:
+    """The similarity-weighted vote of the neighbours (see :meth:`CaseMemory.vote`)."""
+    if not neighbours:
+        return EMPTY
+    total = sum(n.similarity for n in neighbours)
+    weight: dict[str, float] = {}
+    closest: dict[str, float] = {}
+    oos = 0.0
+    oos_closest = 0.0
+    for n in neighbours:
+        if not n.case.labels:
+            oos += n.similarity
+            oos_closest = max(oos_closest, n.similarity)
+            continue
+        for j, mode in enumerate(n.case.labels):
+            weight[mode] = weight.get(mode, 0.0) + n.similarity * (1.0 if j == 0 else 0.5)
+            closest[mode] = max(closest.get(mode, 0.0), n.similarity)
+    modes = {m: round(_strength(w / total, closest[m]), 4) for m, w in weight.items()}
+    return CaseVotes(modes, round(_strength(oos / total, oos_closest), 4) if oos else 0.0, tuple(neighbours))
+
+
+def _combine(knn: CaseVotes, p: dict[str, float], neighbours: list[Neighbour]) -> CaseVotes:
+    """Per mode (and for "out of scope") the larger of the neighbours' vote and the model's probability.
+
+    The model generalises across reports; the neighbours keep what one close past incident says (a
+    team's own incident, phrased its own way, that one example cannot teach the model). Measured on
+    the dev split (thread-wise folds) the maximum beat the model alone and the mean.
+    """
+    modes = dict(knn.modes)
+    for m, v in p.items():
+        if m != OUT_OF_SCOPE and v >= MIN_VOTE:
+            modes[m] = max(modes.get(m, 0.0), round(v, 4))
+    return CaseVotes(modes, max(knn.out_of_scope, round(p.get(OUT_OF_SCOPE, 0.0), 4)), tuple(neighbours))
 
 
 def _strength(share: float, closest: float) -> float:
