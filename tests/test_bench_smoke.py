@@ -21,3 +21,13 @@ def test_benchmark_runs(name, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("| what | trainfix |"), proc.stdout[:500]
     assert "failed:" not in proc.stdout
+
+
+def test_profile_script_runs(tmp_path):
+    """bench/profile.py (where the time goes for each missed target) still profiles a cold answer and a scan."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "bench.profile", "--smoke"], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "profile-cold.txt" in proc.stdout and "profile-scan.txt" in proc.stdout
+    assert "run_diagnose" in proc.stdout, proc.stdout[:1500]  # pyinstrument's call tree of the CLI's diagnose
