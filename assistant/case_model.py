@@ -7,9 +7,11 @@ multinomial logistic regression on the same TF-IDF vectors. Measured by thread-w
 cross-validation on the dev split and on a batch of reports collected after it, it names the right
 mode first far more often than the neighbour vote (see ``tests/data/README.md``).
 
-Training needs scikit-learn and happens when the case memory is built (then kept in its snapshot,
-keyed by the case files' content); prediction is a sparse dot product in pure Python, so the rule
-path imports nothing heavy.
+Training (numpy + scipy's L-BFGS, the objective and stopping rule of scikit-learn's ``LogisticRegression``:
+the same model, without importing scikit-learn, which pulls in ``rich`` and more) happens when the case memory
+is built, about 3 s for the packaged cases, and is then kept in its snapshot, keyed by the case files' content
+(``trainfix ingest`` builds it). Prediction is a sparse dot product in pure Python, so the rule path imports
+nothing heavy once the snapshot exists.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from dataclasses import dataclass
 OUT_OF_SCOPE = ""  # the class of reports that are not a training failure (labels [])
 C = 30.0  # inverse L2 strength: chosen by thread-wise cross-validation on the dev split (3 / 10 / 30 tried)
 MIN_CASES = 30  # fewer cases than this (a small team knowledge base) train no model
+MAX_ITER = 3000
+TOL = 1e-4  # L-BFGS stops when the projected gradient is this small (scikit-learn's default)
 MIN_CLASSES = 2
 FOLDS = 10  # for scoring the dev split: a case is predicted by the model that never saw its fold
 
@@ -61,7 +65,7 @@ def train(vectors: Sequence[dict[str, float]], labels: Sequence[str]) -> CaseMod
         return None
     import numpy as np
     import scipy.sparse as sp
-    from sklearn.linear_model import LogisticRegression
+    from scipy.optimize import minimize
 
     index: dict[str, int] = {}
     rows, cols, vals = [], [], []
@@ -70,17 +74,31 @@ def train(vectors: Sequence[dict[str, float]], labels: Sequence[str]) -> CaseMod
             rows.append(i)
             cols.append(index.setdefault(term, len(index)))
             vals.append(vec[term])
-    x = sp.csr_matrix((vals, (rows, cols)), shape=(len(vectors), len(index)), dtype=np.float64)
-    clf = LogisticRegression(C=C, max_iter=3000)
-    clf.fit(x, list(labels))
-    classes = tuple(str(c) for c in clf.classes_)
-    coef = clf.coef_
-    intercept = clf.intercept_
-    if len(classes) == 2:  # scikit-learn keeps one row for two classes: spell out both sides
-        coef = np.vstack([-coef[0] / 2, coef[0] / 2])
-        intercept = np.array([-intercept[0] / 2, intercept[0] / 2])
-    weights = array("d", np.ascontiguousarray(coef.T, dtype=np.float64).ravel().tolist())
-    return CaseModel(classes, index, weights, tuple(float(b) for b in intercept))
+    n, d = len(vectors), len(index)
+    x = sp.csr_matrix((vals, (rows, cols)), shape=(n, d), dtype=np.float64)
+    xt = x.T.tocsr()
+    classes = tuple(sorted(set(labels)))
+    k = len(classes)
+    y = np.array([classes.index(label) for label in labels])
+    onehot = np.zeros((n, k))
+    onehot[np.arange(n), y] = 1.0
+    scale = 1.0 / (n * C)  # scikit-learn's scaling (mean log-loss + |W|^2 / 2Cn), so its tolerance means the same
+
+    def loss_and_grad(w):
+        weights, bias = w[: d * k].reshape(d, k), w[d * k:]
+        z = x @ weights + bias
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        p = e / e.sum(axis=1, keepdims=True)
+        loss = -np.log(p[np.arange(n), y]).sum() * C + 0.5 * float((weights * weights).sum())
+        g = p - onehot
+        grad = np.concatenate([((xt @ g) * C + weights).ravel(), g.sum(axis=0) * C])
+        return loss * scale, grad * scale
+
+    result = minimize(loss_and_grad, np.zeros(d * k + k), jac=True, method="L-BFGS-B",
+                      options={"maxiter": MAX_ITER, "gtol": TOL, "ftol": 64 * np.finfo(float).eps})
+    weights = array("d", result.x[: d * k].tolist())  # row-major d x k, as predict() reads it
+    return CaseModel(classes, index, weights, tuple(float(b) for b in result.x[d * k:]))
 
 
 def fold(source: str) -> int:

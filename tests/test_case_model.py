@@ -77,3 +77,24 @@ def test_leaving_a_thread_out_scores_it_with_a_model_that_never_saw_its_fold():
     assert all("blorptastic" not in memory._model_for(c.source).index for c in same_fold)
     # A source the memory does not hold (a test-split case) is scored by the full model.
     assert memory._model_for("org/elsewhere#9") is memory.model
+
+
+def test_training_fits_the_same_model_as_scikit_learn():
+    # The trainer mirrors LogisticRegression(C, lbfgs) without importing scikit-learn on the answer path; here,
+    # where scikit-learn is installed anyway (sentence-transformers needs it), the probabilities must agree.
+    import numpy as np
+    import scipy.sparse as sp
+    from sklearn.linear_model import LogisticRegression
+
+    from assistant.case_model import C
+
+    cases = _cases() + [CaseRecord(id="mixed", text="zorblat quentar drubble", labels=["disk-full"], source="o/m#1")]
+    vectors = [MEMORY._query(c.text) for c in cases]
+    labels = [c.labels[0] if c.labels else OUT_OF_SCOPE for c in cases]
+    model = train(vectors, labels)
+    x = sp.csr_matrix([[v.get(t, 0.0) for t in model.index] for v in vectors])
+    reference = LogisticRegression(C=C, max_iter=3000).fit(x, labels)
+    assert tuple(reference.classes_) == model.classes
+    for row, vec in zip(reference.predict_proba(x), vectors):
+        ours = model.predict(vec)
+        assert np.allclose([ours[c] for c in model.classes], row, atol=2e-3)
