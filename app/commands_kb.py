@@ -57,6 +57,12 @@ def ingest_command(
     if not check and not no_index:
         with err_console.status("building index…"):
             index_note = _build_index(settings, Path(report.out_dir))
+    if not check:
+        from assistant.cases import case_memory
+
+        # Trains the case model now (seconds) and snapshots it, so the first answer afterwards does not.
+        with err_console.status("case memory…"):
+            case_memory(settings.cases_dir)
     if as_json:
         typer.echo(json.dumps({**report.model_dump(mode="json"), "index": index_note}, ensure_ascii=False, indent=2))
     else:
