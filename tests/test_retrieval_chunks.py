@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from retrieval_fixtures import sample_passages, sample_records
 
@@ -107,3 +108,15 @@ def test_bm25_unknown_words_give_no_results():
     index = BM25Index.from_chunks(build_chunks(sample_records()))
     assert index.search("zzzqqq 嘤嘤嘤", 5) == []
     assert BM25Index([]).search("cuda", 5) == []
+
+
+def test_bm25_restricted_to_some_chunks_ranks_only_those():
+    chunks = build_chunks(sample_records(), sample_passages())
+    index = BM25Index.from_chunks(chunks)
+    every = index.search("loss nan fp16", len(chunks))
+    assert len(every) > 3
+    allowed = np.array([i % 2 == 0 for i in range(len(chunks))])
+    some = index.search("loss nan fp16", 3, allowed)
+    # The same order as ranking everything and keeping the allowed ones: only the top is cut, not re-ranked.
+    assert some == [(i, s) for i, s in every if allowed[i]][:3]
+    assert index.search("loss nan fp16", 3, np.zeros(len(chunks), dtype=bool)) == []

@@ -40,8 +40,12 @@ class BM25Index:
             digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
         return cached_by_key("bm25", digest.hexdigest(), lambda: cls(texts))
 
-    def search(self, query: str, n: int) -> list[tuple[int, float]]:
-        """Up to ``n`` (chunk index, score) pairs with a positive score, best first."""
+    def search(self, query: str, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Up to ``n`` (chunk index, score) pairs with a positive score, best first; with ``allowed`` (a
+        boolean array, one entry per chunk) only those chunks.
+
+        Only the ``n`` best are sorted: ranking every chunk in Python cost a sort of the whole index per query.
+        """
         if not self.size:
             return []
         vocab = self._bm25.vocab_dict
@@ -49,7 +53,10 @@ class BM25Index:
         if not tokens:
             return []
         scores = np.asarray(self._bm25.get_scores(tokens), dtype="float64")
-        n = min(n, self.size)
-        top = np.argpartition(-scores, n - 1)[:n]
-        ranked = sorted(top.tolist(), key=lambda i: (-scores[i], i))
-        return [(i, float(scores[i])) for i in ranked if scores[i] > 0]
+        if allowed is not None:
+            scores = np.where(allowed, scores, 0.0)
+        positive = np.flatnonzero(scores > 0)
+        if len(positive) > n:
+            positive = positive[np.argpartition(-scores[positive], n - 1)[:n]]
+        ranked = sorted(positive.tolist(), key=lambda i: (-scores[i], i))
+        return [(i, float(scores[i])) for i in ranked]

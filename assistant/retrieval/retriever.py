@@ -14,6 +14,8 @@ from assistant.retrieval.fusion import rrf
 from assistant.retrieval.models import Chunk, Hit, IndexReport
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from assistant.retrieval.bm25 import BM25Index
     from assistant.retrieval.chroma_store import ChromaStore
     from assistant.retrieval.embeddings import Embedder
@@ -67,6 +69,7 @@ class Retriever:
         self._kb: KnowledgeBase | None = None
         self._store: ChromaStore | None = None
         self._bm25: BM25Index | None = None
+        self._masks: dict[frozenset[str], np.ndarray] = {}  # per set of kinds, for the open index's chunks
         self._stamp: tuple[int, int, int] | None = None  # the manifest the open store was checked against
         self._by_id: dict[str, Chunk] = {}
         self._doc_of: dict[str, str] = {}
@@ -113,6 +116,7 @@ class Retriever:
                 store = kb.store()
                 stamp = manifest_stamp(kb.loc)
             self._kb, self._store, self._stamp = kb, store, stamp
+            self._masks = {}
             self._by_id = {c.id: c for c in kb.chunks}
             self._doc_of = {c.id: c.doc_id for c in kb.chunks}
             if self._bm25 is None:
@@ -205,10 +209,18 @@ class Retriever:
         self.open()
         assert self._bm25 is not None and self._kb is not None
         chunks = self._kb.chunks
-        if not kinds:
-            return [(chunks[i].id, s) for i, s in self._bm25.search(query, n)]
-        ranked = self._bm25.search(query, len(chunks))  # scores are computed for all chunks anyway
-        return [(chunks[i].id, s) for i, s in ranked if chunks[i].kind in kinds][:n]
+        return [(chunks[i].id, s) for i, s in self._bm25.search(query, n, self._kind_mask(kinds) if kinds else None)]
+
+    def _kind_mask(self, kinds: Sequence[str]) -> np.ndarray:
+        """Which chunks are of ``kinds`` (one boolean per chunk), computed once per set of kinds and index."""
+        import numpy as np
+
+        assert self._kb is not None
+        key = frozenset(kinds)
+        if key not in self._masks:
+            chunks = self._kb.chunks
+            self._masks[key] = np.fromiter((c.kind in key for c in chunks), dtype=bool, count=len(chunks))
+        return self._masks[key]
 
     def vector_weight(self, query: str) -> float:
         """Weight of the vector ranking for ``query``.
