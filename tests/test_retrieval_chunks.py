@@ -120,3 +120,10 @@ def test_bm25_restricted_to_some_chunks_ranks_only_those():
     # The same order as ranking everything and keeping the allowed ones: only the top is cut, not re-ranked.
     assert some == [(i, s) for i, s in every if allowed[i]][:3]
     assert index.search("loss nan fp16", 3, np.zeros(len(chunks), dtype=bool)) == []
+
+
+def test_bm25_ties_at_the_cut_break_by_chunk_order():
+    index = BM25Index(["cuda oom"] * 10 + ["disk full"] * 5)
+    got = index.search("cuda", 3)
+    assert [i for i, _ in got] == [0, 1, 2] and len({s for _, s in got}) == 1
+    assert [i for i, _ in index.search("cuda", 3, np.array([i % 3 == 2 for i in range(15)]))] == [2, 5, 8]

@@ -56,7 +56,8 @@ class BM25Index:
         if allowed is not None:
             scores = np.where(allowed, scores, 0.0)
         positive = np.flatnonzero(scores > 0)
-        if len(positive) > n:
-            positive = positive[np.argpartition(-scores[positive], n - 1)[:n]]
-        ranked = sorted(positive.tolist(), key=lambda i: (-scores[i], i))
+        if len(positive) > n:  # the n best, and every chunk tied with the n-th, so ties break by index below
+            nth = np.partition(scores[positive], len(positive) - n)[len(positive) - n]
+            positive = positive[scores[positive] >= nth]
+        ranked = sorted(positive.tolist(), key=lambda i: (-scores[i], i))[:n]
         return [(i, float(scores[i])) for i in ranked]
