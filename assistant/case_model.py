@@ -25,9 +25,9 @@ from dataclasses import dataclass
 OUT_OF_SCOPE = ""  # the class of reports that are not a training failure (labels [])
 C = 30.0  # inverse L2 strength: chosen by thread-wise cross-validation on the dev split (3 / 10 / 30 tried)
 MIN_CASES = 30  # fewer cases than this (a small team knowledge base) train no model
+MIN_CLASSES = 2
 MAX_ITER = 3000
 TOL = 1e-4  # L-BFGS stops when the projected gradient is this small (scikit-learn's default)
-MIN_CLASSES = 2
 FOLDS = 10  # for scoring the dev split: a case is predicted by the model that never saw its fold
 
 

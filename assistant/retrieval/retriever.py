@@ -69,7 +69,7 @@ class Retriever:
         self._kb: KnowledgeBase | None = None
         self._store: ChromaStore | None = None
         self._bm25: BM25Index | None = None
-        self._masks: dict[frozenset[str], np.ndarray] = {}  # per set of kinds, for the open index's chunks
+        self._masks: dict[frozenset[str], np.ndarray] = {}  # per set of kinds (the chunks are fixed per Retriever)
         self._stamp: tuple[int, int, int] | None = None  # the manifest the open store was checked against
         self._by_id: dict[str, Chunk] = {}
         self._doc_of: dict[str, str] = {}
@@ -116,7 +116,6 @@ class Retriever:
                 store = kb.store()
                 stamp = manifest_stamp(kb.loc)
             self._kb, self._store, self._stamp = kb, store, stamp
-            self._masks = {}
             self._by_id = {c.id: c for c in kb.chunks}
             self._doc_of = {c.id: c.doc_id for c in kb.chunks}
             if self._bm25 is None:
@@ -212,7 +211,7 @@ class Retriever:
         return [(chunks[i].id, s) for i, s in self._bm25.search(query, n, self._kind_mask(kinds) if kinds else None)]
 
     def _kind_mask(self, kinds: Sequence[str]) -> np.ndarray:
-        """Which chunks are of ``kinds`` (one boolean per chunk), computed once per set of kinds and index."""
+        """Which chunks are of ``kinds`` (one boolean per chunk), computed once per set of kinds."""
         import numpy as np
 
         assert self._kb is not None
