@@ -77,3 +77,41 @@ def test_calibration_fit_reduces_ece():
     assert expected_calibration_error(fitted) < expected_calibration_error(points)
     assert cal(0.9) > cal(0.5)  # monotone
     assert sum(row["cases"] for row in reliability(fitted)) == len(points)
+
+
+def _hit(kind: str, vector: int | None, bm25: int | None, hid: str = "pre-launch-checklist"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(id=hid, kind=kind, vector_rank=vector, bm25_rank=bm25)
+
+
+def test_a_question_no_rule_recognised_is_answered_by_a_guide_passage_near_the_top_of_both_searches():
+    from assistant.api import guide_answer
+
+    weak = rank(_triage(), CaseVotes({"loss-spike": 0.4}, 0.0, ()))
+    assert weak.ranked  # only case votes: a guess
+    top = _hit("passage", 3, 1)
+    assert guide_answer([top], weak, prose=True, question=True) is top
+    # not a question, or the passage is not near the top of both searches: the weak modes stand
+    assert guide_answer([top], weak, prose=True, question=False) is None
+    assert guide_answer([_hit("passage", 4, 1)], weak, prose=True, question=True) is None
+    assert guide_answer([_hit("passage", None, 1)], weak, prose=True, question=True) is None
+    # a failure mode's record is not a guide answer: it is what the candidates are for
+    assert guide_answer([_hit("record", 1, 1, "cuda-oom")], weak, prose=True, question=True) is None
+
+
+def test_a_rule_signal_keeps_the_candidates_whatever_retrieval_finds():
+    from assistant.api import guide_answer
+
+    ruled = rank(_triage(("cuda-oom", 0.6)), CaseVotes({}, 0.0, ()))
+    assert guide_answer([_hit("passage", 1, 1)], ruled, prose=True, question=True) is None
+
+
+def test_with_no_candidate_only_agreement_in_both_top_two_answers_words_that_are_not_a_question():
+    from assistant.api import guide_answer
+
+    none = rank(_triage(), CaseVotes({}, 0.0, ()))
+    assert none.declined
+    assert guide_answer([_hit("passage", 2, 2)], none, prose=True, question=False) is not None
+    assert guide_answer([_hit("passage", 3, 1)], none, prose=True, question=False) is None
+    assert guide_answer([_hit("passage", 1, 1)], none, prose=False, question=False) is None
