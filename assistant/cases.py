@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import re2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from assistant import fastre
 from assistant.case_model import OUT_OF_SCOPE, CaseModel, fold, train
 from assistant.errors import KnowledgeBaseError
 from kb.taxonomy import MODE_IDS
@@ -38,8 +38,8 @@ MIN_VOTE = 0.05  # a mode the model gives less than this is not a vote
 MAX_CHARS = 20000  # text compared with the cases (the start and end of longer input)
 
 # Identifiers (dotted names kept whole and split), words, numbers dropped; CJK runs as bigrams.
-_TOKEN = re2.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[\p{Han}]+")
-_HAN = re2.compile(r"^[\p{Han}]+$")
+_TOKEN = fastre.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*|[\p{Han}]+")
+_HAN = fastre.compile(r"^[\p{Han}]+$")
 _STOP = frozenset(
     "the a an and or of to in on at for with is are was were be been it this that my i we you me our "
     "when from by as but not no have has had do does did can could would should will just so if then "

@@ -8,17 +8,16 @@ app errors, npm, ssh…) about twice as often as real training failures.
 
 from __future__ import annotations
 
-import re2
-
+from assistant import fastre
 from assistant.models import Triage
 
-_QUESTION = re2.compile(
+_QUESTION = fastre.compile(
     r"(?i)(?:[?？]\s*$|^\s*(?:how|what|why|when|which|where|should|can|could|is|are|does|do|any)\b"
     r"|怎么|怎样|如何|为什么|为何|是否|吗|呢|多少|什么|哪些|哪个|能不能|可不可以|有没有|应该)"
 )
 # Lines that are machine output rather than someone's words: exception names, log levels, prompts,
 # timestamps, file paths, stack frames, key/value dumps, tables.
-_MACHINE = re2.compile(
+_MACHINE = fastre.compile(
     r"(?i)(?:traceback|\b\w*(?:error|exception)\b[:(]|^\s*(?:error|warning|warn|fatal|info|debug)\b"
     r"|\bat [\w.$]+\(|^\s*[$#>] |^\s*\[[\w\s:.-]+\]|^\s*\d{4}-\d\d-\d\d|file \"|\w+\.py\b|\{['\"]\w"
     r"|\|\s*\S+\s*\||^\s*\w+=\S+\s+\w+=|\s{4,}\S+\s{4,}\S"

@@ -19,8 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from statistics import median
 
-import re2
-
+from assistant import fastre
 from assistant.models import MetricFinding, MetricsReport, SeriesPoint, SeriesSummary
 
 WINDOW = 50  # rolling window for medians
@@ -64,12 +63,12 @@ _SPACE_KEYS = ("loss", "step", "iteration", "grad_norm", "grad norm", "gradient 
                "mem_alloc", "memory_allocated", "mem_reserved", "memory_reserved")
 _NOT_TRAINING = frozenset({"val", "eval", "valid", "validation", "test", "dev", "evaluation"})
 _VALUE_SKIP = " \t'\"[("
-_TQDM = re2.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")
-_RATE = re2.compile(r"(?:^|[\s|,(\[])(\d+(?:\.\d+)?)\s*(s/it|it/s)\b")
-_TQDM_STEP = re2.compile(r"\|\s*(\d+)/(\d+)\s*\[")
-_MEGATRON = re2.compile(r"(?i)iteration\s+(\d+)\s*/\s*(\d+)")
-_SMI = re2.compile(r"(?i)(\d+)%\s+(?:default|e\. process|prohibited)")
-_GPU_UTIL = re2.compile(r"(?i)gpu[- _]?util(?:ization)?[^0-9\n]{0,12}(\d+(?:\.\d+)?)\s*%")
+_TQDM = fastre.compile(r"(\d+)/(\d+)\s*\[[^\]]*?(\d+(?:\.\d+)?)\s*(it/s|s/it)")
+_RATE = fastre.compile(r"(?:^|[\s|,(\[])(\d+(?:\.\d+)?)\s*(s/it|it/s)\b")
+_TQDM_STEP = fastre.compile(r"\|\s*(\d+)/(\d+)\s*\[")
+_MEGATRON = fastre.compile(r"(?i)iteration\s+(\d+)\s*/\s*(\d+)")
+_SMI = fastre.compile(r"(?i)(\d+)%\s+(?:default|e\. process|prohibited)")
+_GPU_UTIL = fastre.compile(r"(?i)gpu[- _]?util(?:ization)?[^0-9\n]{0,12}(\d+(?:\.\d+)?)\s*%")
 
 LOSS_KEYS = {"loss", "lm loss", "lm_loss", "total_loss", "train/loss", "training_loss", "train loss"}
 GRAD_KEYS = {"grad_norm", "grad norm", "gnorm", "grad-norm", "gradient_norm", "total_norm", "global_grad_norm",
@@ -91,7 +90,7 @@ GPU_MEM_KEYS = {"mem_alloc", "memory_allocated", "mem_allocated", "mem_alloc_gb"
 GPU_RESERVED_KEYS = {"mem_reserved", "memory_reserved", "mem_reserved_gb", "memory_reserved_gb", "reserved_gb",
                      "max_memory_reserved", "mem_reserved_gib", "memory/reserved", "gpu_reserved"}
 # "Epoch 3 took 135.2 seconds", "step 40 took 812ms": a duration per step or epoch, in seconds.
-_TOOK = re2.compile(r"(?i)\btook\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds|min|mins|minutes)\b")
+_TOOK = fastre.compile(r"(?i)\btook\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds|min|mins|minutes)\b")
 _TOOK_UNIT = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minutes": 60.0}
 
 

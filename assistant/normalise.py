@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass, field
 
-import re2
+from assistant import fastre
 
 MAX_CHUNK = 8 * 1024 * 1024  # a line longer than this is cut (the pieces keep its line number)
 MAX_LINE_CHARS = 2000  # lines kept for display/evidence are truncated to this
@@ -20,7 +20,7 @@ MAX_LINE_CHARS = 2000  # lines kept for display/evidence are truncated to this
 
 # Rank prefixes, applied repeatedly at the start of a line: torchrun ``[rank3]:`` / ``[default0]:``,
 # DeepSpeed ``[Rank 0]``, pdsh/deepspeed multi-node ``node-2:`` or ``10.0.0.2:`` (optionally ``host:3:``).
-_PREFIX = re2.compile(
+_PREFIX = fastre.compile(
     r"^(?:\[(?:rank|default)(\d+)\]:\s?"
     r"|\[Rank (\d+)\]\s"
     r"|((?:[A-Za-z][A-Za-z0-9-]*\d|\d{1,3}(?:\.\d{1,3}){3})):(?:(\d+):)?\s"
@@ -247,7 +247,7 @@ def iter_chunk_lines(chunk: Chunk):
         number += 1
 
 
-_STAMPED_RANK = re2.compile(r"^(\[\d{4}-\d{2}-\d{2}[ T][\d:.,]{5,15}\])\s*\[rank(\d+)\]:?\s*")
+_STAMPED_RANK = fastre.compile(r"^(\[\d{4}-\d{2}-\d{2}[ T][\d:.,]{5,15}\])\s*\[rank(\d+)\]:?\s*")
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:

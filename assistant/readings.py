@@ -14,41 +14,42 @@ from collections.abc import Sequence
 
 import re2
 
+from assistant import fastre
 from assistant.models import Reading
 from assistant.tracebacks import KeptLine
 
 _UNIT = {"b": 1 / 2**30, "kib": 1 / 2**20, "mib": 1 / 2**10, "gib": 1.0, "tib": 2**10,
          "kb": 1 / 2**20, "mb": 1 / 2**10, "gb": 1.0, "gi": 1.0, "g": 1.0, "mi": 1 / 2**10, "m": 1 / 2**10}
 _SIZE = r"(\d+(?:\.\d+)?)\s*(GiB|MiB|KiB|TiB|GB|MB|KB|B)\b"
-_REQUESTED = re2.compile(r"(?i)Tried to allocate " + _SIZE)
-_CAPACITY = re2.compile(r"(?i)total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
-_ALLOCATED = re2.compile(r"(?i)" + _SIZE + r" is allocated by PyTorch")
-_RESERVED_FREE = re2.compile(r"(?i)" + _SIZE + r" is reserved by PyTorch but unallocated")
+_REQUESTED = fastre.compile(r"(?i)Tried to allocate " + _SIZE)
+_CAPACITY = fastre.compile(r"(?i)total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
+_ALLOCATED = fastre.compile(r"(?i)" + _SIZE + r" is allocated by PyTorch")
+_RESERVED_FREE = fastre.compile(r"(?i)" + _SIZE + r" is reserved by PyTorch but unallocated")
 # The pre-2.1 message: "(79.15 GiB total capacity; 70.02 GiB already allocated; 1.21 GiB free; 76.00 GiB reserved in total by PyTorch)"
-_OLD = re2.compile(r"(?i)" + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE + r" free; "
-                   + _SIZE + r" reserved in total by PyTorch")
-_MICRO = re2.compile(r"(?i)\b(per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size|"
-                     r"micro-batch-size|batch_size)[\"']?\s*[:=]?\s*(\d{1,5})\b")
-_ACCUM = re2.compile(r"(?i)\b(gradient_accumulation_steps|grad_accum(?:_steps)?|accumulate_grad_batches|"
-                     r"gradient-accumulation-steps)[\"']?\s*[:=]?\s*(\d{1,5})\b")
-_INDEX = re2.compile(r"(?i)index (-?\d+) is out of bounds for dimension \d+ with size (\d+)")
-_VOCAB = re2.compile(r"(?i)\b(?:vocab_size|num_embeddings|embedding size|vocab size|vocab)[\"']?\s*[:=]?\s*(\d{3,7})\b")
-_TOKENIZER_LEN = re2.compile(r"(?i)\blen\(tokenizer\)\s*[:=]?\s*(\d{3,7})\b|\btokenizer (?:has|size|length)\D{0,12}(\d{3,7})\b")
-_MAX_ID = re2.compile(r"(?i)\bmax(?:imum)?[ _](?:token[ _])?(?:input[ _])?id[s]?\W{0,6}(\d{3,7})\b")
-_NUM_WORKERS = re2.compile(r"(?i)\bnum_workers\s*[=:]\s*(\d+)\b")
-_KILLED = re2.compile(r"(?i)Killed process (\d+) \(([^)]{1,40})\)(?:.*?total-vm:(\d+)kB)?(?:.*?anon-rss:(\d+)kB)?")
-_CGROUP = re2.compile(r"(?i)(?:memory cgroup out of memory|oom-kill:constraint=CONSTRAINT_MEMCG|OOMKilled)")
-_LIMIT = re2.compile(r"(?i)(?:memory[._ ]?limit|memory\.max|limits?\.memory|mem_limit)\W{0,6}(\d+(?:\.\d+)?)\s*(GiB|Gi|GB|G|MiB|Mi|MB|M)\b")
-_LR = re2.compile(r"(?i)(?:\b(?:learning_rate|lr)[\"']?\s*[:=]\s*|--lr[ =])(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
-_WARMUP = re2.compile(r"(?i)\bwarmup_(steps|ratio)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?)\b|\b(?:no|without(?: any)?) (?:lr )?(warm-?up)\b()")
+_OLD = fastre.compile(r"(?i)" + _SIZE + r" total capacity; " + _SIZE + r" already allocated; " + _SIZE + r" free; "
+                      + _SIZE + r" reserved in total by PyTorch")
+_MICRO = fastre.compile(r"(?i)\b(per_device_train_batch_size|train_micro_batch_size_per_gpu|micro_batch_size|"
+                        r"micro-batch-size|batch_size)[\"']?\s*[:=]?\s*(\d{1,5})\b")
+_ACCUM = fastre.compile(r"(?i)\b(gradient_accumulation_steps|grad_accum(?:_steps)?|accumulate_grad_batches|"
+                        r"gradient-accumulation-steps)[\"']?\s*[:=]?\s*(\d{1,5})\b")
+_INDEX = fastre.compile(r"(?i)index (-?\d+) is out of bounds for dimension \d+ with size (\d+)")
+_VOCAB = fastre.compile(r"(?i)\b(?:vocab_size|num_embeddings|embedding size|vocab size|vocab)[\"']?\s*[:=]?\s*(\d{3,7})\b")
+_TOKENIZER_LEN = fastre.compile(r"(?i)\blen\(tokenizer\)\s*[:=]?\s*(\d{3,7})\b|\btokenizer (?:has|size|length)\D{0,12}(\d{3,7})\b")
+_MAX_ID = fastre.compile(r"(?i)\bmax(?:imum)?[ _](?:token[ _])?(?:input[ _])?id[s]?\W{0,6}(\d{3,7})\b")
+_NUM_WORKERS = fastre.compile(r"(?i)\bnum_workers\s*[=:]\s*(\d+)\b")
+_KILLED = fastre.compile(r"(?i)Killed process (\d+) \(([^)]{1,40})\)(?:.*?total-vm:(\d+)kB)?(?:.*?anon-rss:(\d+)kB)?")
+_CGROUP = fastre.compile(r"(?i)(?:memory cgroup out of memory|oom-kill:constraint=CONSTRAINT_MEMCG|OOMKilled)")
+_LIMIT = fastre.compile(r"(?i)(?:memory[._ ]?limit|memory\.max|limits?\.memory|mem_limit)\W{0,6}(\d+(?:\.\d+)?)\s*(GiB|Gi|GB|G|MiB|Mi|MB|M)\b")
+_LR = fastre.compile(r"(?i)(?:\b(?:learning_rate|lr)[\"']?\s*[:=]\s*|--lr[ =])(\d+(?:\.\d+)?(?:e-?\d+)?)\b")
+_WARMUP = fastre.compile(r"(?i)\bwarmup_(steps|ratio)[\"']?\s*[:=]\s*(\d+(?:\.\d+)?)\b|\b(?:no|without(?: any)?) (?:lr )?(warm-?up)\b()")
 _WORKER = ("data_worker", "dataloader", "pt_data", "worker")
 
 # `df -h` row: "/dev/nvme1n1  3.5T  3.5T  0  100% /data"; `du -sh` row: "263G  /data/out/checkpoint-12000"
-_DF = re2.compile(r"^\s*(\S+)\s+(\d+(?:\.\d+)?[KMGTP]i?)\s+(\d+(?:\.\d+)?[KMGTP]i?)\s+(\d+(?:\.\d+)?[KMGTP]?i?)\s+(\d{1,3})%\s+(/\S*)\s*$")
-_DU = re2.compile(r"^\s*(\d+(?:\.\d+)?[KMGTP])\s+(\S*(?:checkpoint|ckpt|global_step|iter_)[-_]?\d+)/?\s*$")
+_DF = fastre.compile(r"^\s*(\S+)\s+(\d+(?:\.\d+)?[KMGTP]i?)\s+(\d+(?:\.\d+)?[KMGTP]i?)\s+(\d+(?:\.\d+)?[KMGTP]?i?)\s+(\d{1,3})%\s+(/\S*)\s*$")
+_DU = fastre.compile(r"^\s*(\d+(?:\.\d+)?[KMGTP])\s+(\S*(?:checkpoint|ckpt|global_step|iter_)[-_]?\d+)/?\s*$")
 # `free -g` / `free -h` row: "Mem:  503  489  3  1  10  8"
-_FREE = re2.compile(r"^\s*Mem:\s+(\d+(?:\.\d+)?)([KMGT]i?)?\s+(\d+(?:\.\d+)?)([KMGT]i?)?\s+(\d+(?:\.\d+)?)")
-_K8S_LIMIT = re2.compile(r"^\s*memory:\s+(\d+(?:\.\d+)?)(Gi|Mi|G|M)\s*$")
+_FREE = fastre.compile(r"^\s*Mem:\s+(\d+(?:\.\d+)?)([KMGT]i?)?\s+(\d+(?:\.\d+)?)([KMGT]i?)?\s+(\d+(?:\.\d+)?)")
+_K8S_LIMIT = fastre.compile(r"^\s*memory:\s+(\d+(?:\.\d+)?)(Gi|Mi|G|M)\s*$")
 FULL_PERCENT = 95
 
 FRAGMENTED_SHARE = 1.0  # reserved-but-unallocated at least the request: the memory is there, but in pieces
@@ -155,8 +156,8 @@ def _oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
                    why_zh=f"申请 {_fmt(requested)}，空闲 {_fmt(free)}，预留未分配只有 {_fmt(slack)}（第 {line.number} 行）")
 
 
-_PRINT = re2.compile(r"print\((.{1,300})\)\s*(?:(?:->|→|=>|#)\s*(.{1,200}))?$")
-_NUMBER = re2.compile(r"^-?\d+(?:\.\d+)?$")
+_PRINT = fastre.compile(r"print\((.{1,300})\)\s*(?:(?:->|→|=>|#)\s*(.{1,200}))?$")
+_NUMBER = fastre.compile(r"^-?\d+(?:\.\d+)?$")
 
 
 def _split_args(args: str) -> list[str]:
@@ -286,7 +287,7 @@ def _killed(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
     limit = _first(lines, _LIMIT)
     worker = any(w in name.lower() for w in _WORKER)
     # the launcher names the rank of the killed pid: "failed (exitcode: -9) local_rank: 5 (pid: 90817)"
-    owner = _first(lines, re2.compile(r"(?i)\b(local_rank|rank)\s*:?\s*(\d+)\b.{0,60}\bpid:?\s*" + pid + r"\b"))
+    owner = _first(lines, fastre.compile(r"(?i)\b(local_rank|rank)\s*:?\s*(\d+)\b.{0,60}\bpid:?\s*" + pid + r"\b"))
     who = f", {owner[1].group(1)} {owner[1].group(2)} (line {owner[0].number})" if owner else ""
     who_zh = f"，即 {owner[1].group(1)} {owner[1].group(2)}（第 {owner[0].number} 行）" if owner else ""
     kb = f"{m.group(4)} kB = " if m.group(4) else ""
@@ -384,7 +385,7 @@ def _host_memory(lines: Sequence[KeptLine], _total: float | None) -> Reading | N
     return None
 
 
-_SMI_HEADER = re2.compile(r"(?i)^\s*index\s*,.*(?:temperature\.gpu|clocks\.(?:sm|current\.sm))")
+_SMI_HEADER = fastre.compile(r"(?i)^\s*index\s*,.*(?:temperature\.gpu|clocks\.(?:sm|current\.sm))")
 HOT_C = 85  # °C: data-centre GPUs start to throttle around here
 SLOW_CLOCK = 0.7  # a GPU whose SM clock is below 70 % of the fastest one is a straggler
 
@@ -437,13 +438,13 @@ def _straggler_gpu(lines: Sequence[KeptLine], _total: float | None) -> Reading |
 
 
 # ``seq_len 8192`` / ``max_length=4096`` / ``--seq-length 8192``; a vocabulary from ``vocab_size=128256`` (see _VOCAB)
-_SEQ = re2.compile(r"(?i)(?:\b|--)(?:max_?seq(?:uence)?_?len(?:gth)?|seq(?:uence)?[_-]?len(?:gth)?|max_length|"
-                   r"model_max_length|block_size|context_length|max_position_embeddings)[\"']?\s*[:= ]\s*(\d{3,6})\b")
+_SEQ = fastre.compile(r"(?i)(?:\b|--)(?:max_?seq(?:uence)?_?len(?:gth)?|seq(?:uence)?[_-]?len(?:gth)?|max_length|"
+                      r"model_max_length|block_size|context_length|max_position_embeddings)[\"']?\s*[:= ]\s*(\d{3,6})\b")
 LOGITS_TOLERANCE = 0.03  # the request matches batch x sequence x vocabulary x bytes within 3 %
 
 
 # "batch 2 x 256 tokens", "batch size 8×2048"
-_BATCH_BY_SEQ = re2.compile(r"(?i)\bbatch(?:[ _]size)?\s*[:=]?\s*(\d{1,4})\s*[x×]\s*(\d{2,6})\b")
+_BATCH_BY_SEQ = fastre.compile(r"(?i)\bbatch(?:[ _]size)?\s*[:=]?\s*(\d{1,4})\s*[x×]\s*(\d{2,6})\b")
 
 
 def _logits(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
@@ -484,8 +485,8 @@ def _logits(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
 
 
 # a debug print of how many tokens a batch supervises: "n_label_tokens=0", "num_items_in_batch: 0"
-_NO_LABELS = re2.compile(r"(?i)\b((?:n_?|num_?)?(?:label|target|supervised|valid|loss)_?tok(?:en)?s?|num_items_in_batch)"
-                         r"\s*[=:]\s*(?:tensor\()?0\b(?:[^.]|$)")
+_NO_LABELS = fastre.compile(r"(?i)\b((?:n_?|num_?)?(?:label|target|supervised|valid|loss)_?tok(?:en)?s?|num_items_in_batch)"
+                            r"\s*[=:]\s*(?:tensor\()?0\b(?:[^.]|$)")
 
 
 def _no_labels(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
@@ -505,7 +506,7 @@ def _no_labels(lines: Sequence[KeptLine], _total: float | None) -> Reading | Non
 
 
 # "skipped so far: 403/1000", "skipped 41 of 310 steps", "Skipping step ... (12/50 skipped)"
-_SKIPPED = re2.compile(r"(?i)skip\w*[^0-9\n]{0,30}?(\d+)\s*(?:/|of|out of)\s*(\d+)|(\d+)\s*/\s*(\d+)\s*(?:steps?\s*)?skipped")
+_SKIPPED = fastre.compile(r"(?i)skip\w*[^0-9\n]{0,30}?(\d+)\s*(?:/|of|out of)\s*(\d+)|(\d+)\s*/\s*(\d+)\s*(?:steps?\s*)?skipped")
 
 
 def _skipped(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
@@ -532,8 +533,8 @@ def _skipped(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
 
 
 # `ls -l` rows: "-rw-r--r-- 1 user group 5368709120 Nov 15 23:43 zero_pp_rank_3_mp_rank_00_optim_states.pt"
-_LS = re2.compile(r"^\s*[-l][rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+(\d+)\s+\w{3}\s+\d{1,2}\s+[\d:]{4,5}\s+(\S+)\s*$")
-_DIGITS = re2.compile(r"\d+")
+_LS = fastre.compile(r"^\s*[-l][rwxsStT-]{9}[.+@]?\s+\d+\s+\S+\s+\S+\s+(\d+)\s+\w{3}\s+\d{1,2}\s+[\d:]{4,5}\s+(\S+)\s*$")
+_DIGITS = fastre.compile(r"\d+")
 SHORT_SHARE = 0.5  # a file below half the size of its like-named siblings is truncated
 
 
@@ -584,8 +585,8 @@ def _short_file(lines: Sequence[KeptLine], _total: float | None) -> Reading | No
 
 
 # checkpoint directory names with their step: checkpoint-14000, global_step12000, step_2000, iter_0004000
-_CKPT_NAME = re2.compile(r"\b((?:checkpoint|global_step|step|iter|ckpt)[-_]?(\d{2,9}))\b")
-_RESUME = re2.compile(r"(?i)resum\w*|load_checkpoint|load_state|from_pretrained|续训|恢复")
+_CKPT_NAME = fastre.compile(r"\b((?:checkpoint|global_step|step|iter|ckpt)[-_]?(\d{2,9}))\b")
+_RESUME = fastre.compile(r"(?i)resum\w*|load_checkpoint|load_state|from_pretrained|续训|恢复")
 
 
 def _fallback(lines: Sequence[KeptLine]) -> tuple[str, str, int] | None:
@@ -609,7 +610,7 @@ def _fallback(lines: Sequence[KeptLine]) -> tuple[str, str, int] | None:
 
 
 # torch.profiler table row: "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__...   61.84%   7.412s   63.10%   7.563s"
-_PROFILED_LOADER = re2.compile(r"enumerate\(DataLoader\)\S*\s+(\d+(?:\.\d+)?)%\s+(\d+(?:\.\d+)?\s*m?s)\b")
+_PROFILED_LOADER = fastre.compile(r"enumerate\(DataLoader\)\S*\s+(\d+(?:\.\d+)?)%\s+(\d+(?:\.\d+)?\s*m?s)\b")
 LOADER_SHARE = 20.0  # % of profiled time spent waiting for the next batch that makes the loader the bottleneck
 
 
@@ -639,7 +640,7 @@ def _profiled_loader(lines: Sequence[KeptLine], _total: float | None) -> Reading
 
 
 # the kernel's memcg report: "memory: usage 67108864kB, limit 67108864kB, failcnt 31877"
-_MEMCG = re2.compile(r"(?i)\bmemory: usage (\d+)kB, limit (\d+)kB")
+_MEMCG = fastre.compile(r"(?i)\bmemory: usage (\d+)kB, limit (\d+)kB")
 
 
 def _memcg(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
@@ -661,8 +662,8 @@ def _memcg(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
 
 
 # a streaming dataset's shuffle buffer: ".shuffle(500000)", "shuffle(buffer_size=100_000)", "shuffle_buffer_size: 200000"
-_SHUFFLE = re2.compile(r"(?i)(?:\.shuffle\(\s*(?:buffer_size\s*=\s*)?|shuffle_buffer(?:_size)?\W{0,3}[=:]\s*)([\d_]{4,9})\b")
-_PER_SAMPLE = re2.compile(r"(?i)(\d+(?:\.\d+)?)\s*(KB|KiB|MB|MiB)\s*(?:per|/|each)\s*(?:sample|image|example|record)")
+_SHUFFLE = fastre.compile(r"(?i)(?:\.shuffle\(\s*(?:buffer_size\s*=\s*)?|shuffle_buffer(?:_size)?\W{0,3}[=:]\s*)([\d_]{4,9})\b")
+_PER_SAMPLE = fastre.compile(r"(?i)(\d+(?:\.\d+)?)\s*(KB|KiB|MB|MiB)\s*(?:per|/|each)\s*(?:sample|image|example|record)")
 
 
 LARGE_SHUFFLE = 10000  # samples: a buffer this large per worker is a memory budget of its own
@@ -707,9 +708,9 @@ def _shuffle_buffer(lines: Sequence[KeptLine], _total: float | None) -> Reading 
                    why_zh=f"每个 worker 的 shuffle buffer 有 {n} 个样本（第 {k.number} 行）")
 
 
-_BUSBW = re2.compile(r"(?i)#\s*Avg bus bandwidth\s*:\s*(\d+(?:\.\d+)?)")
-_SOCKET = re2.compile(r"(?i)NET/IB\s*:\s*No device found|Using network Socket|via NET/Socket")
-_NO_IB_DEV = re2.compile(r"(?i)/dev/infiniband\W{0,3}:?\s*No such file")
+_BUSBW = fastre.compile(r"(?i)#\s*Avg bus bandwidth\s*:\s*(\d+(?:\.\d+)?)")
+_SOCKET = fastre.compile(r"(?i)NET/IB\s*:\s*No device found|Using network Socket|via NET/Socket")
+_NO_IB_DEV = fastre.compile(r"(?i)/dev/infiniband\W{0,3}:?\s*No such file")
 
 
 def _busbw(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
@@ -741,7 +742,7 @@ def _busbw(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
 
 
 # a REPL line ">>> tokenizer.pad_token, tokenizer.eos_token, len(tokenizer)" and its output on the next line
-_REPL = re2.compile(r"^\s*>>>\s*(.{1,300})$")
+_REPL = fastre.compile(r"^\s*>>>\s*(.{1,300})$")
 
 
 def repl_values(lines: Sequence[KeptLine]) -> list[tuple[str, str, KeptLine]]:
@@ -784,8 +785,8 @@ def _pad_token(lines: Sequence[KeptLine], _total: float | None) -> Reading | Non
 
 
 # "47 of 4096 shard fetches failed", "12/800 requests timed out"; "crashed at step 88410"
-_FAILED_SHARE = re2.compile(r"(?i)\b(\d+)\s*(?:of|/|out of)\s*(\d+)\s+((?:[a-z-]+\s+){0,2}?)(?:failed|timed out|errored|were lost)")
-_DIED_AT = re2.compile(r"(?i)\b(?:crash\w*|died|failed|stopped|killed)\s+(?:at|on)\s+(?:step|iteration|iter)\s+(\d+)")
+_FAILED_SHARE = fastre.compile(r"(?i)\b(\d+)\s*(?:of|/|out of)\s*(\d+)\s+((?:[a-z-]+\s+){0,2}?)(?:failed|timed out|errored|were lost)")
+_DIED_AT = fastre.compile(r"(?i)\b(?:crash\w*|died|failed|stopped|killed)\s+(?:at|on)\s+(?:step|iteration|iter)\s+(\d+)")
 SMALL_SHARE = 0.05
 
 
@@ -815,12 +816,12 @@ def _failed_share(lines: Sequence[KeptLine], _total: float | None) -> Reading | 
 
 
 # sklearn's classification_report: "   label   0.92   1.00   0.96   18340", "macro avg  0.31  0.33  0.32  20000"
-_REPORT_ROW = re2.compile(r"^\s*(\S+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d+)\s*$")
-_MACRO = re2.compile(r"^\s*macro avg\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d+)")
-_ACCURACY = re2.compile(r"^\s*accuracy\s+(\d\.\d+)\s+(\d+)\s*$")
+_REPORT_ROW = fastre.compile(r"^\s*(\S+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d+)\s*$")
+_MACRO = fastre.compile(r"^\s*macro avg\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d\.\d+)\s+(\d+)")
+_ACCURACY = fastre.compile(r"^\s*accuracy\s+(\d\.\d+)\s+(\d+)\s*$")
 # a label count: "Counter({'a': 91712, 'b': 5903})", "{'pos': 120, 'neg': 9880}"
-_COUNTS = re2.compile(r"\{\s*((?:['\"]?[^'\",:{}]{1,40}['\"]?\s*:\s*\d+\s*,?\s*)+)\}")
-_COUNT_ITEM = re2.compile(r"['\"]?([^'\",:{}]{1,40}?)['\"]?\s*:\s*(\d+)")
+_COUNTS = fastre.compile(r"\{\s*((?:['\"]?[^'\",:{}]{1,40}['\"]?\s*:\s*\d+\s*,?\s*)+)\}")
+_COUNT_ITEM = fastre.compile(r"['\"]?([^'\",:{}]{1,40}?)['\"]?\s*:\s*(\d+)")
 DEAD_RECALL = 0.05  # a class recalled at most this often is never predicted
 
 
@@ -874,10 +875,10 @@ def _class_report(lines: Sequence[KeptLine], _total: float | None) -> Reading | 
 
 
 
-_IN_GENERATE = re2.compile(r"\b(?:generate|_beam_search|_sample|greedy_search|beam_search|prediction_step)\b")
-_EVAL_BATCH = re2.compile(r"(?i)\b(per_device_eval_batch_size|eval_batch_size)[\"']?\s*[:=]\s*(\d+)")
-_BEAMS = re2.compile(r"(?i)\b(generation_num_beams|num_beams)[\"']?\s*[:=]\s*(\d+)")
-_GEN_LEN = re2.compile(r"(?i)\b(generation_max_length|max_new_tokens|max_length)[\"']?\s*[:=]\s*(\d+)")
+_IN_GENERATE = fastre.compile(r"\b(?:generate|_beam_search|_sample|greedy_search|beam_search|prediction_step)\b")
+_EVAL_BATCH = fastre.compile(r"(?i)\b(per_device_eval_batch_size|eval_batch_size)[\"']?\s*[:=]\s*(\d+)")
+_BEAMS = fastre.compile(r"(?i)\b(generation_num_beams|num_beams)[\"']?\s*[:=]\s*(\d+)")
+_GEN_LEN = fastre.compile(r"(?i)\b(generation_max_length|max_new_tokens|max_length)[\"']?\s*[:=]\s*(\d+)")
 
 
 def _generate_oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
@@ -905,9 +906,9 @@ def _generate_oom(lines: Sequence[KeptLine], _total: float | None) -> Reading | 
 
 
 # Megatron's per-phase timers: "(min, max) time across ranks (ms):" then "    all-grads-sync .....: (301.55, 318.20)"
-_TIMER_HEAD = re2.compile(r"(?i)\(min, max\) time across ranks")
-_TIMER_ROW = re2.compile(r"^\s*([a-z][a-z0-9_-]*(?:[ -][a-z0-9_-]+)*)\s*\.{2,}\s*:\s*\((\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?)\)")
-_COMM = re2.compile(r"(?i)sync|all-?gather|all-?reduce|reduce-?scatter|comm|send|recv|broadcast|p2p")
+_TIMER_HEAD = fastre.compile(r"(?i)\(min, max\) time across ranks")
+_TIMER_ROW = fastre.compile(r"^\s*([a-z][a-z0-9_-]*(?:[ -][a-z0-9_-]+)*)\s*\.{2,}\s*:\s*\((\d+(?:\.\d+)?),\s*(\d+(?:\.\d+)?)\)")
+_COMM = fastre.compile(r"(?i)sync|all-?gather|all-?reduce|reduce-?scatter|comm|send|recv|broadcast|p2p")
 GREW = 2.0  # a timer at least this many times its earlier value grew; within 25 % it stayed
 
 
@@ -955,9 +956,9 @@ def _comm_timers(lines: Sequence[KeptLine], _total: float | None) -> Reading | N
 
 
 # "NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB ...; OOB ..."
-_NET_IB = re2.compile(r"NET/IB\s*:\s*Using\s+(.*?)(?:;|$)")
-_HCA = re2.compile(r"\[\d+\](\w+):\d+/(?:IB|RoCE)")
-_IB_HCA_VAR = re2.compile(r"\bNCCL_IB_HCA\s*=\s*(\S+)")
+_NET_IB = fastre.compile(r"NET/IB\s*:\s*Using\s+(.*?)(?:;|$)")
+_HCA = fastre.compile(r"\[\d+\](\w+):\d+/(?:IB|RoCE)")
+_IB_HCA_VAR = fastre.compile(r"\bNCCL_IB_HCA\s*=\s*(\S+)")
 
 
 def _nccl_hcas(lines: Sequence[KeptLine], _total: float | None) -> Reading | None:
@@ -986,12 +987,12 @@ def _nccl_hcas(lines: Sequence[KeptLine], _total: float | None) -> Reading | Non
 
 # The share of preference pairs whose chosen response is the longer one (the runbook's diagnosis step prints it):
 # "chosen is longer in 89% of 412008 pairs", "pairs where chosen is longer than rejected: 365,117 / 412,008 (88.6%)"
-_LONGER_CHOSEN = re2.compile(r"(?i)(?:chosen\b.{0,40}\blonger|longer\b.{0,40}\bchosen|chosen.{0,20}更长|更长.{0,20}chosen)"
-                             r".{0,80}?(\d{1,3}(?:\.\d+)?)\s*%")
+_LONGER_CHOSEN = fastre.compile(r"(?i)(?:chosen\b.{0,40}\blonger|longer\b.{0,40}\bchosen|chosen.{0,20}更长|更长.{0,20}chosen)"
+                                r".{0,80}?(\d{1,3}(?:\.\d+)?)\s*%")
 # what the length bias did to the reward model: a correlation with length, near-chance accuracy on length-matched pairs
-_LENGTH_CORR = re2.compile(r"(?i)(?:corr\w*|pearson|spearman)\W.{0,40}length.{0,40}?[:=]\s*(-?0?\.\d+)|"
-                           r"(?:corr\w*|pearson|spearman)\W.{0,40}length\W.{0,40}?\b(?:is|of)\s+(-?0?\.\d+)")
-_LENGTH_MATCHED = re2.compile(r"(?i)(?:length[- ](?:controlled|matched|balanced)|长度(?:平衡|相近|匹配)).{0,80}?[:=]\s*(0?\.\d+|\d{1,2}(?:\.\d+)?\s*%)")
+_LENGTH_CORR = fastre.compile(r"(?i)(?:corr\w*|pearson|spearman)\W.{0,40}length.{0,40}?[:=]\s*(-?0?\.\d+)|"
+                              r"(?:corr\w*|pearson|spearman)\W.{0,40}length\W.{0,40}?\b(?:is|of)\s+(-?0?\.\d+)")
+_LENGTH_MATCHED = fastre.compile(r"(?i)(?:length[- ](?:controlled|matched|balanced)|长度(?:平衡|相近|匹配)).{0,80}?[:=]\s*(0?\.\d+|\d{1,2}(?:\.\d+)?\s*%)")
 LENGTH_SKEW = 15.0  # percentage points from an even split that make length a shortcut the reward model can learn
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-import re2
 from pydantic import BaseModel, ConfigDict, Field
+
+from assistant import fastre
 
 if TYPE_CHECKING:  # tracebacks imports the models, which hold a Timeline
     from assistant.tracebacks import KeptLine
@@ -22,43 +23,43 @@ if TYPE_CHECKING:  # tracebacks imports the models, which hold a Timeline
 EventKind = Literal["error", "timeout", "collateral", "busy"]  # busy: a rank still at work while others time out
 
 # glog-style prefix of torch C++ messages: E1130 02:41:07.901000 (no year)
-_GLOG = re2.compile(r"\b[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)?\b")
+_GLOG = fastre.compile(r"\b[EWIF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.\d+)?\b")
 # 2026-11-30 02:11:05,118 / 2026-11-30T02:11:05 / 2026-11-30_02:41:09 (elastic's failure table)
-_ISO = re2.compile(r"\b(\d{4})-(\d{2})-(\d{2})[ T_](\d{2}):(\d{2}):(\d{2})")
-_TIMEOUT = re2.compile(
+_ISO = fastre.compile(r"\b(\d{4})-(\d{2})-(\d{2})[ T_](\d{2}):(\d{2}):(\d{2})")
+_TIMEOUT = fastre.compile(
     r"(?i)watchdog caught collective operation timeout|collective operation timeout|timed out|"
     r"before timing out|heartbeat monitor|DistNetworkError|socket timeout|timeout after"
 )
 # Errors that follow another rank's failure: aborts, tear-downs, "the other side closed".
-_COLLATERAL = re2.compile(
+_COLLATERAL = fastre.compile(
     r"(?i)NCCL communicator was aborted|taking the entire process down|Some NCCL operations have failed|"
     r"Sending process \d+ closing signal|SIGTERM|received signal 15|Terminated|connection reset by peer|"
     r"Connection closed by peer|ChildFailedError|ProcessGroupNCCL.*(?:abort|Aborting)|"
     r"failed to recv|recvBytes|Broken pipe|Socket Timeout|Exception raised from|"
     r"ncclRemoteError|remote process exited"
 )
-_ERROR = re2.compile(
+_ERROR = fastre.compile(
     r"(?:^|[^A-Za-z])(?:[A-Z][A-Za-z]*(?:Error|Exception)\b|CUDA error|out of memory|Out of memory|"
     r"Killed process|oom-kill|Segmentation fault|SIGSEGV|SIGKILL|SIGBUS|Bus error|core dumped|"
     r"device-side assert|illegal memory access|NaN or Inf found|Assertion .* failed|NCCL error|"
     r"ncclSystemError|ncclInternalError|unhandled system error|watchdog thread terminated with exception|"
     r"Got completion from peer .* status=\d+|IBV_WC_\w+_ERR)"
 )
-_NOT_ERROR = re2.compile(r"(?i)might be asynchronously reported|UserWarning|FutureWarning|DeprecationWarning|"
-                         r"^\s*(?:File \"|raise |warnings\.warn)")
-_FIELD = re2.compile(r"^\s*(time|host|rank|exitcode)\s*:\s*(.*?)\s*$")
-_ENTRY = re2.compile(r"^\s*\[\d+\]:\s*$")
-_ROOT = re2.compile(r"Root Cause \(first observed failure\)")
-_WORK = re2.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?")
+_NOT_ERROR = fastre.compile(r"(?i)might be asynchronously reported|UserWarning|FutureWarning|DeprecationWarning|"
+                            r"^\s*(?:File \"|raise |warnings\.warn)")
+_FIELD = fastre.compile(r"^\s*(time|host|rank|exitcode)\s*:\s*(.*?)\s*$")
+_ENTRY = fastre.compile(r"^\s*\[\d+\]:\s*$")
+_ROOT = fastre.compile(r"Root Cause \(first observed failure\)")
+_WORK = fastre.compile(r"SeqNum=(\d+), OpType=(\w+)(?:, NumelIn=(\d+))?")
 NEXT_STAMP_LINES = 40  # an unstamped error is dated by its rank's next stamp at most this many lines later
-_RANKNUM = re2.compile(r"^(\d+)")
+_RANKNUM = fastre.compile(r"^(\d+)")
 # A header that starts one rank's part of a paste: "=== node-8: logs/rank13.log (tail) ===", "==> rank_3.out <==",
 # "--- rank 5 ---". Unprefixed lines after it belong to that rank until the next header.
-_HEADER = re2.compile(r"^\s*(?:={2,}>?|-{3,}|#{2,}|\*{3,})\s*(.*?)\s*(?:<?={2,}|-{3,}|#{2,}|\*{3,})?\s*$")
+_HEADER = fastre.compile(r"^\s*(?:={2,}>?|-{3,}|#{2,}|\*{3,})\s*(.*?)\s*(?:<?={2,}|-{3,}|#{2,}|\*{3,})?\s*$")
 # Lines that continue a message of the line above (printed without the rank prefix).
-_CONTINUATION = re2.compile(r"^(?:\s+\S|Last error:|NET/|nccl[A-Z]\w*Error|Exception raised from|frame #\d+)")
-_HEADER_RANK = re2.compile(r"(?i)\brank[ _-]?(\d{1,5})\b")
-_EXITNUM = re2.compile(r"^(-?\d+)")
+_CONTINUATION = fastre.compile(r"^(?:\s+\S|Last error:|NET/|nccl[A-Z]\w*Error|Exception raised from|frame #\d+)")
+_HEADER_RANK = fastre.compile(r"(?i)\brank[ _-]?(\d{1,5})\b")
+_EXITNUM = fastre.compile(r"^(-?\d+)")
 
 # exit codes of ranks torn down by others: SIGABRT from the NCCL watchdog, SIGTERM from the launcher
 _COLLATERAL_EXIT = {-6, -15, 143, 134}
@@ -281,8 +282,8 @@ def describe_straggler(tl: Timeline, lang: str = "en") -> str | None:
 
 
 # what a rank says when it leaves the common path: a skipped batch first, then an early exit or its own evaluation
-SPLIT_SKIP = re2.compile(r"(?i)\bskip(?:ping|ped|s)?\b.{0,40}\b(?:batch|step|sample|iteration|micro.?batch)")
-_SPLIT_OTHER = re2.compile(r"(?i)StopIteration|\bexhausted\b|early.?stop|\bbreak(?:ing)?\b.{0,20}\bloop|running eval|\bevaluat")
+SPLIT_SKIP = fastre.compile(r"(?i)\bskip(?:ping|ped|s)?\b.{0,40}\b(?:batch|step|sample|iteration|micro.?batch)")
+_SPLIT_OTHER = fastre.compile(r"(?i)StopIteration|\bexhausted\b|early.?stop|\bbreak(?:ing)?\b.{0,20}\bloop|running eval|\bevaluat")
 
 
 def _divergence(lines: list[KeptLine], mismatch: list[RankEvent], events: list[RankEvent]) -> RankEvent | None:

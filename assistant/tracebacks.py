@@ -9,23 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import re2
-
+from assistant import fastre
 from assistant.models import Frame, TracebackInfo
 
-_TB_START = re2.compile(r"^\s*Traceback \(most recent call last\):")
-_FRAME = re2.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.+))?$')
-_CHAIN = re2.compile(
+_TB_START = fastre.compile(r"^\s*Traceback \(most recent call last\):")
+_FRAME = fastre.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.+))?$')
+_CHAIN = fastre.compile(
     r"^\s*(During handling of the above exception, another exception occurred|"
     r"The above exception was the direct cause of the following exception):?\s*$"
 )
-_EXC = re2.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
-_ROOT_CAUSE = re2.compile(r"Root Cause \(first observed failure\)")
-_FIELD = re2.compile(r"^\s*([a-z_ ]+?)\s*:\s*(.*)$")
-_EXIT = re2.compile(r"^(-?\d+)")
-_SIGNAL = re2.compile(r"Signal (\d+) \((SIG[A-Z0-9]+)\)")
-_RANK = re2.compile(r"^(\d+)")
-_RULE = re2.compile(r"^\s*=+\s*$")
+_EXC = fastre.compile(r"^([A-Za-z_][\w.]*)(?::\s?(.*))?$")
+_ROOT_CAUSE = fastre.compile(r"Root Cause \(first observed failure\)")
+_FIELD = fastre.compile(r"^\s*([a-z_ ]+?)\s*:\s*(.*)$")
+_EXIT = fastre.compile(r"^(-?\d+)")
+_SIGNAL = fastre.compile(r"Signal (\d+) \((SIG[A-Z0-9]+)\)")
+_RANK = fastre.compile(r"^(\d+)")
+_RULE = fastre.compile(r"^\s*=+\s*$")
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import re2
 
+from assistant import fastre
 from assistant.causality import Causality, apply_links, load_causality
 from assistant.errors import InputError
 from assistant.metrics import METRIC_LINE_PATTERN, MetricsAnalyser
@@ -570,8 +571,8 @@ def _candidates(
 
 
 _CONSEQUENCE_MODES = ("network-timeout", "distributed-sync-failure")
-_NETWORK_FAULT = re2.compile(r"(?i)Got completion from peer .* status=\d+|IBV_WC_\w+_ERR|link (?:is )?down|"
-                             r"transport retry counter exceeded|NET/IB.{0,40}(?:error|failed)")
+_NETWORK_FAULT = fastre.compile(r"(?i)Got completion from peer .* status=\d+|IBV_WC_\w+_ERR|link (?:is )?down|"
+                                r"transport retry counter exceeded|NET/IB.{0,40}(?:error|failed)")
 TIMELINE_CONFIDENCE = 0.9
 TIMEOUT_AS_CONSEQUENCE = 0.6  # a timeout that followed another rank's failure is kept, lower
 
