@@ -245,3 +245,38 @@ def test_health_check_queries_known_records(built, monkeypatch):
         assert inspect_index(kb, store, queries=True).state == "damaged"
     finally:
         store.close()
+
+
+def test_probe_check_accepts_equal_vectors_and_still_catches_wrong_neighbours(tmp_path):
+    """Equal vectors tie at distance 0 (a probe can be crowded out of the top 5 by its copies): that is not
+    damage. A probe whose stored vector finds nothing equal to it is."""
+    from retrieval_fixtures import SyntheticEmbedder
+
+    from assistant.retrieval.chroma_store import ChromaStore, IndexLocation
+    from assistant.retrieval.embeddings import chroma_embedding_function
+
+    loc = IndexLocation(mode="embedded", location=str(tmp_path / "chroma"), chroma_dir=tmp_path / "chroma",
+                        manifest_path=tmp_path / "chroma" / MANIFEST_NAME, lock_path=tmp_path / "lock",
+                        collection="probe-test")
+    store = ChromaStore(loc, chroma_embedding_function(SyntheticEmbedder()))
+    same = SyntheticEmbedder().embed(["one text"])[0]
+    others = SyntheticEmbedder().embed([f"text {i}" for i in range(20)])
+    ids = [f"dup{i}" for i in range(12)] + [f"other{i}" for i in range(20)]
+    store.upsert(ids, [same] * 12 + others, ["d"] * 32, [{"kind": "record"}] * 32)
+    assert store.probes_ok([f"dup{i}" for i in range(12)] + ["other3"]) is None
+
+    real = store.collection()
+
+    class Unrelated:  # a damaged HNSW segment: neighbours that have nothing to do with the query
+        def get(self, **kw):
+            return real.get(**kw)
+
+        def count(self):
+            return real.count()
+
+        def query(self, query_embeddings, n_results, include):
+            return {"ids": [[f"other{i}" for i in range(n_results)] for _ in query_embeddings],
+                    "distances": [[0.5] * n_results for _ in query_embeddings]}
+
+    store.collection = lambda create=False: Unrelated()
+    assert store.probes_ok(["dup0"]) == "vector of dup0 no longer finds itself"

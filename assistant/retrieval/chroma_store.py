@@ -265,12 +265,19 @@ class ChromaStore:
             ids, vectors = list(got["ids"]), got["embeddings"]
             if len(ids) != len(probe_ids) or vectors is None:
                 return f"{len(probe_ids) - len(ids)} probe vector(s) missing"
-            n = min(5, col.count())
-            res = col.query(query_embeddings=[list(map(float, v)) for v in vectors], n_results=n, include=["distances"])
-        for pid, found, dists in zip(ids, res["ids"], res["distances"]):
-            if not any(f == pid and d < 1e-3 for f, d in zip(found, dists)):
-                return f"vector of {pid} no longer finds itself"
-        return None
+            total = col.count()
+            # HNSW is approximate, and equal vectors tie at distance 0: a probe missing from the top 5 of a large
+            # index is asked again for the top 100 (a wider search), and a stored copy of its vector at distance 0
+            # counts as found. A damaged segment loses vectors or returns unrelated ones, which this still catches.
+            for wide in (False, True):
+                res = col.query(query_embeddings=[list(map(float, v)) for v in vectors],
+                                n_results=min(100 if wide else 5, total), include=["distances"])
+                lost = [(pid, v) for pid, v, found, dists in zip(ids, vectors, res["ids"], res["distances"])
+                        if not any(d < 1e-3 and (wide or f == pid) for f, d in zip(found, dists))]
+                if not lost:
+                    return None
+                ids, vectors = [pid for pid, _ in lost], [v for _, v in lost]
+        return f"vector of {ids[0]} no longer finds itself"
 
     # -- writes -----------------------------------------------------------------------------
 
