@@ -1,6 +1,6 @@
 """Where the time (and the web chat's memory) goes, for each Performance row whose target is missed.
 
-    python -m bench.profile [--only cold,question,warm,scan,ingest,web] [--smoke]
+    python -m bench.profile [--only cold,question,warm,scan,ingest,web,retrieval] [--smoke]
 
 Each profile is written to ``bench/results/profile-<name>.txt`` (pyinstrument's text report, CPU time
 next to wall time: the machines here are shared, so CPU time is the figure to read):
@@ -10,7 +10,9 @@ next to wall time: the machines here are shared, so CPU time is the figure to re
 - ``warm``: ``Assistant.diagnose`` over the labelled sets in one process, after a warm-up pass;
 - ``scan``: ``trainfix diagnose`` on a generated 10 MiB multi-rank log (``bench/make_log.py``);
 - ``ingest``: ``trainfix ingest`` into an empty data dir with an empty cache (the full build);
-- ``web``: not time but resident memory, step by step, of what ``trainfix web`` loads.
+- ``web``: not time but resident memory, step by step, of what ``trainfix web`` loads;
+- ``retrieval``: ``Retriever.search`` at 100k records (embedded Chroma, synthetic document vectors, real query
+  embedding, as ``bench.retrieval``'s row), the 60 measured queries only, not the index build.
 
 ``--smoke`` profiles the cold answer and a 1 MiB scan only (the test that keeps this script running).
 """
@@ -26,7 +28,7 @@ from pathlib import Path
 
 from bench.common import RESULTS, ROOT, child_env
 
-NAMES = ("cold", "question", "warm", "scan", "ingest", "web")
+NAMES = ("cold", "question", "warm", "scan", "ingest", "web", "retrieval")
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
 QUESTION = "how many checkpoints should I keep?"
 
@@ -147,10 +149,50 @@ def web(out_dir: Path, tmp: Path) -> Path:
     return out
 
 
+_RETRIEVAL = """
+import sys, tempfile
+from pathlib import Path
+sys.path.insert(0, "tests")
+from pyinstrument import Profiler
+from bench.retrieval import QueriesWithModel, queries
+from retrieval_fixtures import SyntheticEmbedder, synthetic_records
+from assistant.config import Settings
+from assistant.retrieval import Retriever
+from assistant.retrieval.embeddings import Embedder, resolve_model_dir
+from ingest.index import KnowledgeBase, build_index
+out, n = sys.argv[1], int(sys.argv[2])
+synthetic = SyntheticEmbedder()
+emb = QueriesWithModel(Embedder(resolve_model_dir(None)), synthetic)
+records = synthetic_records(n)
+with tempfile.TemporaryDirectory(prefix="trainfix-profile-retrieval-") as tmp:
+    settings = Settings(data_dir=Path(tmp))
+    build_index(settings, records, [], kb=KnowledgeBase.load(settings, records, [], embedder=emb))
+    retriever = Retriever(settings, records, [], progress=lambda m: None, embedder=emb)
+    qs = queries()
+    retriever.search(qs[0], k=5)  # warm-up, as the benchmark: opens the index, builds BM25
+    profiler = Profiler()
+    profiler.start()
+    for q in qs:
+        retriever.search(q, k=5)
+    profiler.stop()
+    retriever.close()
+head = f"# Retriever.search x {len(qs)} at {n:,} records, embedded  (python -m bench.profile --only retrieval)\\n\\n"
+open(out, "w").write(head + profiler.output_text(unicode=True, color=False))
+"""
+
+
+def retrieval(out_dir: Path, tmp: Path, records: int = 100_000) -> Path:
+    out = out_dir / "profile-retrieval.txt"
+    subprocess.run([sys.executable, "-c", _RETRIEVAL, str(out), str(records)], env=child_env(), cwd=ROOT, check=True,
+                   capture_output=True)
+    return out
+
+
 def run(only: tuple[str, ...] = NAMES, smoke: bool = False, out_dir: Path = RESULTS) -> list[Path]:
     """Write the profiles and return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    steps = {"cold": cold, "question": question, "warm": warm, "scan": scan, "ingest": ingest, "web": web}
+    steps = {"cold": cold, "question": question, "warm": warm, "scan": scan, "ingest": ingest, "web": web,
+             "retrieval": retrieval}
     written = []
     with tempfile.TemporaryDirectory(prefix="trainfix-profile-") as tmp_s:
         tmp = Path(tmp_s)
