@@ -12,7 +12,11 @@ the package on real text.
 from __future__ import annotations
 
 import re2
-from re2 import _Anchor, _Match, _NULL_SPAN  # the wrapper's own internals; pinned by tests/test_fastre.py
+
+try:  # the wrapper's own internals (google-re2 1.1); tests/test_fastre.py pins their behaviour
+    from re2 import _Anchor, _Match, _NULL_SPAN
+except ImportError:  # another google-re2: every pattern takes re2's own path (_usable() below)
+    _Anchor = _Match = _NULL_SPAN = None
 
 __all__ = ["Pattern", "compile"]
 
@@ -39,10 +43,26 @@ class Pattern(re2._Regexp):
         return self._fast(_Anchor.ANCHOR_BOTH, text, pos, endpos)
 
 
+def _usable() -> bool:
+    """Whether this google-re2 has the internals the fast path uses and they behave as expected."""
+    try:
+        p = Pattern._make(r"b(\d)", tuple(getattr(re2.Options(), n) for n in re2.Options.NAMES))
+        fast, slow = p.search("ab1"), re2._Regexp.search(p, "ab1")
+        return fast is not None and fast.span(1) == slow.span(1) == (2, 3) and p.search("x") is None
+    except Exception:  # noqa: BLE001 - any surprise means: use re2 as it is
+        return False
+
+
+_FAST = _Anchor is not None and _usable()
+
+
 def compile(pattern, options=None) -> Pattern:  # noqa: A001 - the name re2 and re use
-    """``re2.compile`` returning a :class:`Pattern` (same options; compiled patterns are cached by re2)."""
+    """``re2.compile`` returning a :class:`Pattern` (same options; compiled patterns are cached by re2), or
+    re2's own compiled pattern where this google-re2 does not have what the fast path needs."""
     if isinstance(pattern, Pattern):
         return pattern
+    if not _FAST:
+        return re2.compile(pattern, options)
     if isinstance(pattern, re2._Regexp):
         pattern = pattern.pattern
     options = options or re2.Options()

@@ -37,9 +37,16 @@ def _spans(m) -> object:
 
 
 def test_every_rule_path_pattern_uses_the_fast_path():
+    assert fastre._FAST  # this google-re2 has the internals the fast path uses, and they behave as expected
     patterns = _patterns()
     assert len(patterns) > 100
     assert all(type(p) is fastre.Pattern for p in patterns)
+
+
+def test_without_the_internals_patterns_are_re2s_own(monkeypatch):
+    monkeypatch.setattr(fastre, "_FAST", False)
+    p = fastre.compile(r"(\d+) it/s")
+    assert type(p) is re2._Regexp and p.search("3 it/s").group(1) == "3"
 
 
 def test_fast_path_matches_are_re2_matches():
