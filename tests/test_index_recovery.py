@@ -280,3 +280,25 @@ def test_probe_check_accepts_equal_vectors_and_still_catches_wrong_neighbours(tm
 
     store.collection = lambda create=False: Unrelated()
     assert store.probes_ok(["dup0"]) == "vector of dup0 no longer finds itself"
+
+
+def test_a_query_asks_chroma_for_more_than_it_holds_without_counting_first(tmp_path, monkeypatch):
+    from retrieval_fixtures import SyntheticEmbedder
+
+    from assistant.retrieval.chroma_store import ChromaStore, IndexLocation
+    from assistant.retrieval.embeddings import chroma_embedding_function
+
+    loc = IndexLocation(mode="embedded", location=str(tmp_path / "chroma"), chroma_dir=tmp_path / "chroma",
+                        manifest_path=tmp_path / "chroma" / MANIFEST_NAME, lock_path=tmp_path / "lock",
+                        collection="query-test")
+    store = ChromaStore(loc, chroma_embedding_function(SyntheticEmbedder()))
+    vectors = SyntheticEmbedder().embed(["a", "b", "c"])
+    store.upsert(["a", "b", "c"], vectors, ["d"] * 3, [{"kind": "record"}, {"kind": "record"}, {"kind": "case"}])
+    col = store.collection()
+    monkeypatch.setattr(type(col), "count", lambda self: pytest.fail("query must not count"))
+    found = store.query(vectors[0], 50)
+    assert [cid for cid, _ in found][0] == "a" and len(found) == 3
+    assert [d for _, d in found] == sorted(d for _, d in found)
+    assert {cid for cid, _ in store.query(vectors[0], 50, ["record"])} == {"a", "b"}
+    col.delete(ids=["a", "b", "c"])
+    assert store.query(vectors[0], 50) == []
