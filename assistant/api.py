@@ -182,7 +182,7 @@ class Assistant:
             ranking = rank(result, votes, retrieval_votes(hits, case_hits, self._cases_by_id, self._left_out),
                            prose=wordy, short=prose, **scope)
         passage = guide_answer(hits, ranking, prose=prose, question=question)
-        if passage is not None and (ranking.ranked or ranking.declined):
+        if passage is not None:
             ranking = Ranking([], declined=False)  # the guide answers it: neither weak modes nor "not a failure"
         diagnosis = compose(
             result, self.knowledge, lang=lang, kind="answer" if question else "diagnosis", hits=hits,

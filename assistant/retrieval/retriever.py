@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 import sys
 import threading
 from collections import OrderedDict
