@@ -50,6 +50,38 @@ def collect(quick: bool = False, smoke: bool = False, only: set[str] | None = No
     return rows
 
 
+def _bench(row: Row) -> str:
+    """The benchmark a row comes from: ``cold`` for ``python -m bench.cold …``."""
+    return row.command.split()[2].split(".")[1]
+
+
+def merge(previous: dict, rows: list[Row], m: dict, only: str) -> tuple[list[Row], dict]:
+    """Re-measured rows replace theirs in the last run's table; the other rows are kept as they were.
+
+    A benchmark that failed this time keeps its previous rows (marked, with the failure) rather than
+    losing its figures to one "failed" row, and the re-run is appended to the table's history.
+    """
+    old = [Row(**r) for r in previous["rows"]]
+    order = list(dict.fromkeys(_bench(r) for r in old))
+    fresh: dict[str, list[Row]] = {}
+    for r in rows:
+        fresh.setdefault(_bench(r), []).append(r)
+    merged: list[Row] = []
+    for name in order + [n for n in fresh if n not in order]:
+        before = [r for r in old if _bench(r) == name]
+        now = fresh.get(name)
+        if now is None:
+            merged += before
+        elif before and all(r.figure.startswith("failed:") for r in now):
+            note = now[0].figure
+            merged += [Row(**{**r.__dict__, "figure": f"{r.figure} (previous run; re-run {note})"}) for r in before]
+        else:
+            merged += now
+    history = "; ".join(h for h in (previous["machine"].get("rerun"), f"{m['date']}: {only} (load average "
+                                    f"{m['load_at_start']})") if h)
+    return merged, {**previous["machine"], "rerun": history}
+
+
 def caption(m: dict) -> str:
     rerun = f" Rows re-measured {m['rerun']}." if m.get("rerun") else ""
     return (f"Measured {m['date']} on {m['cores']} cores, {m['ram_gib']} GiB RAM, Python {m['python']} "
@@ -78,13 +110,9 @@ def main() -> None:
     m = machine()
     only = set(args.only.split(",")) if args.only else None
     rows = collect(args.quick, args.smoke, only)
-    if only:  # re-measured rows replace theirs in the last full run's table; the others are kept as they were
+    if only:
         previous = json.loads((RESULTS / "all.json").read_text(encoding="utf-8"))
-        kept = [Row(**r) for r in previous["rows"] if r["command"].split()[2].split(".")[1] not in only]
-        order = [r["command"].split()[2].split(".")[1] for r in previous["rows"]]
-        rows = sorted(kept + rows, key=lambda r: order.index(r.command.split()[2].split(".")[1])
-                      if r.command.split()[2].split(".")[1] in order else len(order))
-        m = {**previous["machine"], "rerun": f"{m['date']}: {args.only} (load average {m['load_at_start']})"}
+        rows, m = merge(previous, rows, m, args.only)
     text = caption(m) + "\n\n" + table(rows)
     print(text)
     save("all", rows, m=m)

@@ -31,3 +31,21 @@ def test_profile_script_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "profile-cold.txt" in proc.stdout and "profile-scan.txt" in proc.stdout
     assert "run_diagnose" in proc.stdout, proc.stdout[:1500]  # pyinstrument's call tree of the CLI's diagnose
+
+
+def test_rerun_keeps_other_rows_and_a_failed_benchmarks_previous_figures():
+    """`bench.all --only …`: re-measured rows replace theirs, a failed re-run keeps the previous figures
+    (marked as such) and the re-run joins the table's history instead of replacing it."""
+    from bench.all import merge
+    from bench.common import Row
+
+    previous = {"machine": {"date": "2026-12-03", "rerun": "2026-12-05: scan (load average 1.0)"},
+                "rows": [Row("cold", "0.5 s", command="python -m bench.cold").__dict__,
+                         Row("scan", "9 s", command="python -m bench.scan").__dict__,
+                         Row("retrieval 100k", "60 ms", command="python -m bench.retrieval").__dict__]}
+    rows = [Row("cold", "0.4 s", command="python -m bench.cold"),
+            Row("retrieval", "failed: OSError: disk", met=False, command="python -m bench.retrieval")]
+    merged, m = merge(previous, rows, {"date": "2026-12-07", "load_at_start": 0.3}, "cold,retrieval")
+    assert [r.figure for r in merged] == ["0.4 s", "9 s", "60 ms (previous run; re-run failed: OSError: disk)"]
+    assert m["rerun"] == "2026-12-05: scan (load average 1.0); 2026-12-07: cold,retrieval (load average 0.3)"
+    assert m["date"] == "2026-12-03"
