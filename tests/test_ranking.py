@@ -7,6 +7,7 @@ from assistant.models import Candidate, OutsideHit, Triage
 from assistant.ranking import (
     FLOOR,
     Calibration,
+    contradicted_by_metrics,
     expected_calibration_error,
     fit_calibration,
     rank,
@@ -61,6 +62,35 @@ def test_out_of_domain_beats_weak_in_domain_but_not_a_strong_signature():
 def test_out_of_scope_cases_vote_for_declining():
     r = rank(_triage(("slow-training", 0.4)), CaseVotes({}, 0.9, ()))
     assert r.declined
+
+
+def _trainer_log(losses: list[float], norms: list[float]) -> str:
+    return "\n".join("{'loss': %s, 'grad_norm': %s, 'learning_rate': 5e-05, 'epoch': %.2f}" % (loss, norm, i / 10)
+                     for i, (loss, norm) in enumerate(zip(losses, norms)))
+
+
+def test_the_logged_numbers_speak_against_the_modes_they_contradict():
+    falling = [3.2, 2.9, 2.7, 2.6, 2.5, 2.45]
+    healthy = triage(_trainer_log(falling, [2.1, 1.8, 1.7, 1.5, 1.5, 1.4])).metrics
+    assert contradicted_by_metrics(healthy) == {"nan-loss", "loss-spike", "gradient-explosion"}
+    huge = triage(_trainer_log(falling, [3900, 4100, 4000, 4200, 3950, 4050])).metrics
+    assert contradicted_by_metrics(huge) == {"nan-loss", "loss-spike"}  # a norm in the thousands is the complaint
+    growing = triage(_trainer_log(falling, [1.0, 1.3, 1.7, 2.2, 2.9, 3.8])).metrics
+    assert "gradient-explosion" not in contradicted_by_metrics(growing)
+    jump = triage(_trainer_log([2.1, 2.0, 1.9, 4.4, 4.1, 3.9], [1.0, 1.0, 0.9, 1.1, 1.0, 1.0])).metrics
+    assert not {"loss-spike", "nan-loss"} & contradicted_by_metrics(jump)
+    assert contradicted_by_metrics(triage(_trainer_log(falling[:3], [1.0, 1.0, 1.0])).metrics) == set()
+    assert contradicted_by_metrics(None) == set()
+
+
+def test_a_healthy_log_is_not_diagnosed_from_lookalike_incidents():
+    votes = CaseVotes({"gradient-explosion": 0.85, "nan-loss": 0.55}, 0.0, ())
+    healthy = triage(_trainer_log([2.4, 2.1, 1.9, 1.8, 1.7, 1.65, 1.6], [1.2, 1.0, 0.9, 0.8, 0.8, 0.75, 0.7]))
+    assert not healthy.candidates
+    assert rank(healthy, votes).declined
+    assert not rank(_triage(), votes).declined  # the same votes with no numbers to check them name a mode
+    nan = triage(_trainer_log([2.4, 2.1, 1.9, 1.8, "nan", "nan"], [1.2, 1.0, 0.9, 0.8, "nan", "nan"]))
+    assert rank(nan, votes).top.mode in {"nan-loss", "gradient-explosion"}
 
 
 def test_at_most_three_candidates():
