@@ -193,3 +193,15 @@ def test_chinese_answers_explain_causes_in_chinese(rules_only):
     assert top.id == "fp16-overflow" and len(top.reasons) >= 2
     assert all(any("\u4e00" <= ch <= "\u9fff" for ch in r) for r in top.reasons)
     assert "第 1 行" in markdown(d)
+
+
+def test_a_repeated_paste_is_answered_the_same_and_a_caller_cannot_change_the_kept_answer(rules_only):
+    log = "\n".join("{'loss': %.2f, 'grad_norm': %.1f, 'epoch': %.2f}" % (2.0 - i / 50, 1.0 + i / 10, i / 20)
+                    for i in range(12)) + "\n{'loss': nan, 'grad_norm': nan, 'epoch': 0.60}"
+    first = rules_only.diagnose(log)
+    expected = first.model_dump_json()
+    assert first.candidates and first.candidates[0].failure_mode in {"nan-loss", "gradient-explosion"}
+    first.candidates.clear()  # the caller's copy, not the kept one
+    again = rules_only.diagnose(log)
+    assert again.model_dump_json() == expected  # NaN values included (written and read back as "NaN")
+    assert again is not rules_only.diagnose(log)
