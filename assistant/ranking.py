@@ -159,18 +159,19 @@ def contradicted_by_metrics(report: MetricsReport | None) -> set[str]:
     """
     if report is None:
         return set()
-    flagged = {(f.kind, f.series) for f in report.findings}
-    rising = {t.series for t in report.trends if t.kind in ("growth", "jump", "surge", "collapse")}
+    unusual = {f.series for f in report.findings} | {
+        t.series for t in report.trends if t.kind in ("growth", "jump", "surge", "collapse")}
     against: set[str] = set()
     for s in report.series:
         values = [p.value for p in s.samples]
         if s.points < MIN_POINTS or len(values) < MIN_POINTS or any(v is None for v in values):
             continue
         name = s.name.lower()
-        if s.name in rising or any(series == s.name for _, series in flagged):
+        if s.name in unusual:
             continue
         if "loss" in name and "scal" not in name:
-            if min(values) > 0 and values[-1] <= 1.2 * values[0] and all(b <= 1.5 * a for a, b in zip(values, values[1:])):
+            smooth = all(b <= 1.5 * a for a, b in zip(values, values[1:]))
+            if min(values) > 0 and values[-1] <= 1.2 * values[0] and smooth:
                 against |= {"nan-loss", "loss-spike"}
         elif "grad" in name and "norm" in name:
             ordered = sorted(values)
