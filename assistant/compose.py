@@ -317,7 +317,8 @@ HEALTHY_POINTS = 10  # a log needs this many training metric points to be called
 
 def healthy_log(result: Triage) -> bool:
     """A training log with a real metric series, no finding, no trend, no traceback, no failure mode and
-    nothing out of domain: it is answered as healthy (with what was checked), never by resemblance."""
+    nothing out of domain: it is answered as healthy (with what was checked), never by resemblance. Shorter or
+    mixed inputs get the per-mode check instead (:func:`assistant.ranking.contradicted_by_metrics`)."""
     m = result.metrics
     if m is None or result.candidates or result.tracebacks or result.outside or result.readings:
         return False

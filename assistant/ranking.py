@@ -156,6 +156,9 @@ def contradicted_by_metrics(report: MetricsReport | None) -> set[str]:
     A gradient-norm series as long, all finite, with no finding, a median of at most ``GRAD_NORM_LEVEL`` (a norm
     that stays in the thousands is the complaint itself), its largest value within 3x its median and an end no
     higher than 1.2x its start: not ``gradient-explosion``.
+
+    The per-mode, any-input counterpart of :func:`assistant.compose.healthy_log`, which answers a whole log of
+    10+ points with no finding, trend or signature as healthy before any vote is asked.
     """
     if report is None:
         return set()
@@ -164,7 +167,7 @@ def contradicted_by_metrics(report: MetricsReport | None) -> set[str]:
     against: set[str] = set()
     for s in report.series:
         values = [p.value for p in s.samples]
-        if s.points < MIN_POINTS or len(values) < MIN_POINTS or any(v is None for v in values):
+        if len(values) < MIN_POINTS or any(v is None for v in values):  # samples never outnumber points
             continue
         name = s.name.lower()
         if s.name in unusual:
