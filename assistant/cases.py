@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -157,14 +158,34 @@ class CaseMemory:
             df.update(d.keys())
         n = max(len(docs), 1)
         self._idf = {t: math.log((n + 1) / (f + 0.5)) for t, f in df.items()}
-        self._vectors = [self._vector(d) for d in docs]
-        self._postings: dict[str, list[int]] = {}
-        for i, v in enumerate(self._vectors):
+        vectors = [self._vector(d) for d in docs]
+        # The index is term -> (case, weight) postings in three flat arrays: a snapshot of a few arrays loads ~8x
+        # faster than a dict per case, and scoring reads each posting's weight in place (no lookup per case).
+        postings: dict[str, list[int]] = {}
+        for i, v in enumerate(vectors):
             for t in v:
-                self._postings.setdefault(t, []).append(i)
+                postings.setdefault(t, []).append(i)
+        self._terms: dict[str, int] = {}
+        self._offsets = array("q", [0])
+        self._case_ids = array("i")
+        self._weights = array("d")
+        for t, ids in postings.items():
+            self._terms[t] = len(self._terms)
+            self._case_ids.extend(ids)
+            self._weights.extend(vectors[i][t] for i in ids)
+            self._offsets.append(len(self._case_ids))
         self._labels = [c.labels[0] if c.labels else OUT_OF_SCOPE for c in self.cases]
-        self.model: CaseModel | None = train(self._vectors, self._labels)
+        self.model: CaseModel | None = train(vectors, self._labels)
         self._fold_models: dict[int, CaseModel | None] = {}
+
+    def _vectors(self) -> list[dict[str, float]]:
+        """Each case's TF-IDF vector, read back from the postings (only evaluation's fold models need them)."""
+        vectors: list[dict[str, float]] = [{} for _ in self.cases]
+        for t, j in self._terms.items():
+            lo, hi = self._offsets[j], self._offsets[j + 1]
+            for i, w in zip(self._case_ids[lo:hi], self._weights[lo:hi]):
+                vectors[i][t] = w
+        return vectors
 
     def _model_for(self, exclude: str | None) -> CaseModel | None:
         """The model, or when ``exclude`` is a source in the memory, the model of the folds without it."""
@@ -173,7 +194,8 @@ class CaseMemory:
         f = fold(exclude)
         if f not in self._fold_models:
             keep = [i for i, c in enumerate(self.cases) if fold(c.source) != f]
-            self._fold_models[f] = train([self._vectors[i] for i in keep], [self._labels[i] for i in keep])
+            vectors = self._vectors()
+            self._fold_models[f] = train([vectors[i] for i in keep], [self._labels[i] for i in keep])
         return self._fold_models[f]
 
     def __len__(self) -> int:
@@ -196,14 +218,18 @@ class CaseMemory:
 
     def _nearest(self, q: dict[str, float], k: int, exclude: str | None) -> list[Neighbour]:
         scores: dict[int, float] = {}
+        get = scores.get
         for t, w in q.items():
-            for i in self._postings.get(t, ()):
-                scores[i] = scores.get(i, 0.0) + w * self._vectors[i][t]
-        ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+            j = self._terms.get(t)
+            if j is None:
+                continue
+            lo, hi = self._offsets[j], self._offsets[j + 1]
+            for i, x in zip(self._case_ids[lo:hi], self._weights[lo:hi]):
+                scores[i] = get(i, 0.0) + w * x
+        # only what clears the floor is sorted: most of a query's ~1,000 scored cases never do
+        ranked = sorted(((i, s) for i, s in scores.items() if s >= MIN_SIMILARITY), key=lambda kv: (-kv[1], kv[0]))
         out = []
         for i, s in ranked:
-            if s < MIN_SIMILARITY:
-                break
             if exclude is not None and self.cases[i].source == exclude:
                 continue
             out.append(Neighbour(self.cases[i], round(s, 4)))

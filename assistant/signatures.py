@@ -218,6 +218,11 @@ class Entry:
     case_sensitive: bool = False
     max_matches: int = 200  # per chunk; 0 = unlimited (metric lines need every match)
 
+    def __reduce__(self):
+        # unpickled by calling the class: the default for a frozen slots dataclass looks up its fields per
+        # object, 40 ms for the engine snapshot's thousand entries in a fresh process
+        return Entry, (self.tag, self.pattern, self.case_sensitive, self.max_matches)
+
 
 _BOUNDED_DOT = re2.compile(r"\.\{\d*,?\d*\}")
 
@@ -230,6 +235,12 @@ def hs_source(pattern: str) -> bytes:
     matches, and compiling stays fast (bounded repeats are what make Hyperscan slow to build).
     """
     return _BOUNDED_DOT.sub(".*", pattern).encode("utf-8")
+
+
+def entries_digest(entries: list[Entry]) -> str:
+    """sha256 of what Hyperscan compiles for ``entries``: keys the compiled database on disk. (Computing it
+    rewrites every pattern, ~20 ms for the packaged rules: the engine snapshot keeps it.)"""
+    return hashlib.sha256(repr([(hs_source(e.pattern), e.case_sensitive) for e in entries]).encode()).hexdigest()
 
 
 def hyperscan_module():
@@ -259,8 +270,10 @@ def _cpu_flags() -> str:
 class PatternSet:
     """Many patterns scanned in one pass: Hyperscan finds which occur, RE2 extracts their spans."""
 
-    def __init__(self, entries: list[Entry]):
+    def __init__(self, entries: list[Entry], digest: str | None = None):
+        """``digest`` is :func:`entries_digest` of ``entries`` when the caller has it (from a snapshot)."""
         self.entries = entries
+        self._digest = digest
         self._re2_compiled: list = [None] * len(entries)  # compiled on first use: most patterns never occur
         self._hs = None
         self._re2_always: list[int] = []  # patterns Hyperscan cannot compile are prefiltered by RE2 instead
@@ -282,8 +295,8 @@ class PatternSet:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         # The database is tuned for the CPU it was compiled on: the key carries the CPU's features, so a
         # home directory shared between machines never loads a database built for another instruction set.
-        key = hashlib.sha256(repr((getattr(hs, "__version__", ""), platform.machine(), _cpu_flags(),
-                                    [(hs_source(e.pattern), e.case_sensitive) for e in self.entries])).encode())
+        digest = self._digest or entries_digest(self.entries)
+        key = hashlib.sha256(repr((getattr(hs, "__version__", ""), platform.machine(), _cpu_flags(), digest)).encode())
         return Path(base) / "trainfix" / f"hyperscan-{key.hexdigest()[:24]}.db"
 
     def _load_or_build(self, hs):

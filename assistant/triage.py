@@ -36,7 +36,8 @@ from assistant.models import (
 from assistant.frames import FrameContext, contexts_hit, load_frames
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, Vocabulary, load_domain, load_outside, load_trouble, outside_entries
-from assistant.signatures import STRENGTH_CONFIDENCE, Entry, PatternSet, Rule, RuleHit, RuleHits, load_rules, rule_entries
+from assistant.signatures import (STRENGTH_CONFIDENCE, Entry, PatternSet, Rule, RuleHit, RuleHits, entries_digest, load_rules,
+                                 rule_entries)
 from assistant.snapshot import cached, files_under
 from assistant.timeline import SPLIT_SKIP, Timeline, describe, describe_mismatch, describe_straggler, section_ranks
 from assistant.timeline import build as build_timeline
@@ -146,11 +147,10 @@ def _load_kb(kb_dir: Path) -> tuple:
             load_trouble(kb_dir / "outside.yaml"), load_frames(kb_dir / "frames.yaml"))
 
 
-@lru_cache(maxsize=4)
-def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` only keys the cache
-    # Loading and validating the YAML is most of a fresh process's work: a snapshot keyed by content hash.
-    files = files_under(kb_dir, ("rules/*.yaml", "tree.yaml", "outside.yaml", "causality.yaml", "frames.yaml"))
-    rules, tree, outside, causality, domain, trouble, frames = cached("engine", files, lambda: _load_kb(kb_dir))
+def _build_engine(kb_dir: Path) -> tuple:
+    """The loaded knowledge, the scanner's entries and their digest (what the engine snapshot keeps)."""
+    kb = _load_kb(kb_dir)
+    rules, tree, outside = kb[:3]
     entries: list[Entry] = [
         *rule_entries(rules),
         *tree_entries(tree),
@@ -158,9 +158,18 @@ def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` o
         Entry("metric", METRIC_LINE_PATTERN, max_matches=0),
         Entry("keep", KEEP_PATTERN, case_sensitive=True, max_matches=0),
     ]
+    return kb, entries, entries_digest(entries)
+
+
+@lru_cache(maxsize=4)
+def _engine(kb_dir: Path, hyperscan: bool = True) -> _Engine:  # ``hyperscan`` only keys the cache
+    # Loading and validating the YAML is most of a fresh process's work: a snapshot keyed by content hash.
+    files = files_under(kb_dir, ("rules/*.yaml", "tree.yaml", "outside.yaml", "causality.yaml", "frames.yaml"))
+    (rules, tree, outside, causality, domain, trouble, frames), entries, digest = cached(
+        "engine", files, lambda: _build_engine(kb_dir))
     kinds = tuple(e.tag.split(":", 1)[0] for e in entries)
     return _Engine(rules, {r.id: r for r in rules}, tree, {r.id: r for r in outside}, causality,
-                   PatternSet(entries), kinds, domain, trouble, frames)
+                   PatternSet(entries, digest), kinds, domain, trouble, frames)
 
 
 @dataclass

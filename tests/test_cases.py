@@ -51,6 +51,24 @@ def test_exclude_leaves_a_thread_out():
     assert all(n.case.id != "c" for n in votes.neighbours)
 
 
+def test_similarity_is_the_cosine_of_the_tfidf_vectors_and_survives_the_snapshot():
+    """The postings index gives each case exactly the cosine of its TF-IDF vector with the query's, pickled or not."""
+    import math
+    import pickle
+    from collections import Counter
+
+    text = "frobnicator throughput halves while packing sequences"
+    q = MEMORY._query(text)
+    vectors = MEMORY._vectors()
+    cosine = {c.id: sum(w * vectors[i].get(t, 0.0) for t, w in q.items()) for i, c in enumerate(MEMORY.cases)}
+    found = {n.case.id: n.similarity for n in MEMORY.nearest(text)}
+    assert found and all(found[i] == round(cosine[i], 4) for i in found)
+    assert all(math.isclose(sum(w * w for w in v.values()), 1.0) for v in vectors)
+    assert vectors[0] == MEMORY._vector(Counter(tokens(MEMORY.cases[0].text)))
+    again = pickle.loads(pickle.dumps(MEMORY))
+    assert again.nearest(text) == MEMORY.nearest(text) and again.vote(text) == MEMORY.vote(text)
+
+
 def test_bad_case_file_names_file_and_line(tmp_path):
     (tmp_path / "mine.jsonl").write_text(
         json.dumps({"id": "x", "text": "t", "labels": ["cuda-oom"]}) + "\n" + '{"id": "y", "text": "t", "labels": ["nope"]}\n',

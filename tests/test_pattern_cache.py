@@ -42,6 +42,19 @@ def test_different_patterns_use_a_different_cache(tmp_path, monkeypatch):
     assert len(list((tmp_path / "trainfix").glob("hyperscan-*.db"))) == 2
 
 
+def test_a_given_digest_keys_the_same_cache_as_the_entries_themselves(tmp_path, monkeypatch):
+    """The engine snapshot hands PatternSet the digest it kept; it must name the database the entries would."""
+    import pickle
+
+    from assistant.signatures import entries_digest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    PatternSet(ENTRIES)
+    again = PatternSet(pickle.loads(pickle.dumps(ENTRIES)), entries_digest(ENTRIES))
+    assert len(list((tmp_path / "trainfix").glob("hyperscan-*.db"))) == 1
+    assert again.entries == ENTRIES and again.hit_indexes(TEXT) == [0, 2]
+
+
 def test_without_hyperscan_re2_alone_gives_the_same_triage(tmp_path):
     """Where Hyperscan is unavailable (e.g. ARM), RE2 alone must find exactly the same things."""
     import json
