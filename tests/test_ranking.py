@@ -128,6 +128,12 @@ def test_a_question_no_rule_recognised_is_answered_by_a_guide_passage_near_the_t
     assert guide_answer([_hit("passage", None, 1)], weak, prose=True, question=True) is None
     # a failure mode's record is not a guide answer: it is what the candidates are for
     assert guide_answer([_hit("record", 1, 1, "cuda-oom")], weak, prose=True, question=True) is None
+    # ... nor does a record ranked first hide the passage after it; a passage past the third hit is too far down
+    second = _hit("passage", 2, 3)
+    assert guide_answer([_hit("record", 1, 1, "cuda-oom"), second], weak, prose=True, question=True) is second
+    far = [_hit("record", 1, 1, "cuda-oom"), _hit("record", 2, 2, "nan-loss"), _hit("record", 3, 3, "disk-full"),
+           _hit("passage", 1, 2)]
+    assert guide_answer(far, weak, prose=True, question=True) is None
 
 
 def test_a_rule_signal_keeps_the_candidates_whatever_retrieval_finds():
