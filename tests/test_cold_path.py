@@ -103,6 +103,38 @@ def test_fast_cli_prints_what_the_typer_cli_prints(tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("trainfix: file not found")
 
 
+def test_the_collector_is_off_while_loading_and_back_on_while_a_file_is_diagnosed(tmp_path, monkeypatch, capsys):
+    """A fresh `trainfix diagnose` loads without garbage collection, but a long log is streamed with it on."""
+    import gc
+
+    from app import main as cli_main
+    from assistant.api import Assistant
+
+    log = tmp_path / "train.log"
+    log.write_text(RECOGNISED[0] + "\n", encoding="utf-8")
+    seen: list[tuple[str, bool]] = []
+    init, diagnose_file = Assistant.__init__, Assistant.diagnose_file
+
+    def spy_init(self, *a, **k):
+        seen.append(("load", gc.isenabled()))
+        init(self, *a, **k)
+
+    def spy_file(self, *a, **k):
+        seen.append(("diagnose", gc.isenabled()))
+        return diagnose_file(self, *a, **k)
+
+    monkeypatch.setattr(Assistant, "__init__", spy_init)
+    monkeypatch.setattr(Assistant, "diagnose_file", spy_file)
+    monkeypatch.setattr(sys, "argv", ["trainfix", "diagnose", "--plain", str(log)])
+    try:
+        cli_main.main()
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert seen == [("load", False), ("diagnose", True)]
+    assert "cuda-oom" in capsys.readouterr().out
+
+
 def test_a_repeated_paste_gets_an_equal_answer_that_the_caller_may_change():
     from assistant.api import Assistant
 
