@@ -51,8 +51,25 @@ def _compiled() -> tuple[tuple[str, re2._Regexp, int], ...]:
     return tuple((p.id, re2.compile(p.pattern, opts), p.min_length) for p in patterns() if p.id != "private-key-block")
 
 
+@lru_cache(maxsize=1)
+def _prefilter():
+    """All line patterns in one RE2 set: one pass says which of them occur in a line (most lines: none)."""
+    opts = re2.Options()
+    opts.max_mem = 64 << 20
+    found = re2.Set.SearchSet(opts)
+    for _pid, rx, _min in _compiled():
+        found.Add(rx.pattern)
+    found.Compile()
+    return found
+
+
 def _redact_line(line: str, found: list[str]) -> str:
-    for pid, rx, min_length in _compiled():
+    occur = _prefilter().Match(line)
+    if not occur:
+        return line
+    compiled = _compiled()
+    for i in sorted(occur):  # in file order, as if every pattern were tried
+        pid, rx, min_length = compiled[i]
         parts: list[str] = []
         pos = 0
         use_group = "secret" in rx.groupindex

@@ -11,7 +11,7 @@ import re2
 
 from assistant import fastre
 
-MODULES = ("cases", "intent", "metrics", "normalise", "readings", "timeline", "tracebacks", "triage")
+MODULES = ("cases", "intent", "metrics", "normalise", "readings", "timeline", "tracebacks", "triage", "retrieval.tokenize")
 DATA = Path(__file__).parent / "data"
 
 
@@ -60,6 +60,17 @@ def test_fast_path_matches_are_re2_matches():
                 assert _spans(fast(ln)) == _spans(slow(p, ln)), (p.pattern, ln)
             checked += 1
     assert checked > 100_000
+
+
+def test_fast_findall_is_re2s_findall():
+    lines = _lines(600)
+    text = "\n".join(lines)
+    patterns = [p for p in _patterns() if not p.groups]
+    patterns += [fastre.compile(x) for x in (r"", r"a*", r"\b", r"[\p{Han}]*", r"(?m)^", r"x*$")]  # empty matches
+    assert any(p.pattern == fastre.compile(r"").pattern for p in patterns) and len(patterns) > 10
+    for p in patterns:
+        for t in [text, *lines[:200], "", "é", "训练 loss 还没变", "aé\n训x"]:
+            assert p.findall(t) == re2._Regexp.findall(p, t), (p.pattern, t[:80])
 
 
 def test_positions_bytes_and_other_methods_take_re2s_own_path():
