@@ -140,6 +140,10 @@ def rank(result: Triage, votes: CaseVotes, retrieval: dict[str, float] | None = 
         outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "other-software"
     elif prose and not short and not reports_trouble and not triage_conf and not votes.close_failure:
         outside, kind = max(outside, OUTSIDE_CONFIDENCE["strong"]), kind or "how-to"
+    elif prose and kind == "how-to" and not triage_conf and not votes.close_failure:
+        # asked as how to set something up, with no failure signature: passages and incidents about the same
+        # topic (multi-node launches, learning rates) say what it is about, not that something failed
+        outside = max(outside, OUTSIDE_CONFIDENCE["strong"])
 
     top = ranked[0] if ranked else None
     strong = bool(top) and top.signals.get("triage", 0.0) >= STRONG

@@ -151,3 +151,23 @@ def test_with_no_candidate_only_agreement_in_both_top_two_answers_words_that_are
     assert guide_answer([_hit("passage", 2, 2)], none, prose=True, question=False) is not None
     assert guide_answer([_hit("passage", 3, 1)], none, prose=True, question=False) is None
     assert guide_answer([_hit("passage", 1, 1)], none, prose=False, question=False) is None
+
+
+def test_a_how_to_question_with_no_failure_signature_is_declined_whatever_similar_texts_say():
+    # passages and past incidents about multi-node launches vote for network-timeout: the topic, not a failure
+    votes = CaseVotes({"network-timeout": 0.9}, 0.0, ())
+    retrieval = {"network-timeout": 1.0}
+    asked = rank(_triage(outside=("how-to", "medium")), votes, retrieval, prose=True, short=True)
+    assert asked.declined and asked.outside_kind == "how-to"
+    # the same votes without the how-to question, or with a failure signature, or as machine output: answered
+    assert not rank(_triage(), votes, retrieval, prose=True, short=True).declined
+    ruled = rank(_triage(("network-timeout", 0.6), outside=("how-to", "medium")), votes, retrieval,
+                 prose=True, short=True)
+    assert not ruled.declined and ruled.top.mode == "network-timeout"
+    assert not rank(_triage(outside=("how-to", "medium")), votes, retrieval, prose=False).declined
+    # a close past failure vouches that this is a failure report after all
+    from types import SimpleNamespace
+
+    neighbour = SimpleNamespace(similarity=0.9, case=SimpleNamespace(labels=["network-timeout"]))
+    close = CaseVotes({"network-timeout": 0.9}, 0.0, (neighbour,))
+    assert not rank(_triage(outside=("how-to", "medium")), close, retrieval, prose=True, short=True).declined
