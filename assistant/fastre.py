@@ -5,7 +5,8 @@ character offset and yields the match from a generator: about 6 µs a call here,
 metric and reading lines of a long log (hundreds of thousands of calls). Log lines are nearly always ASCII, where
 byte offsets *are* character offsets, so :class:`Pattern` calls the compiled RE2 object directly and builds the
 same match object from its spans (about 1.5 µs); ``findall`` of a pattern without groups slices the encoded text
-(any ``str``). Anything else — non-ASCII text for a match, bytes, ``pos``/``endpos`` — takes re2's own path. ``tests/test_fastre.py`` checks both paths give the same matches for every pattern of
+(any ``str``). Anything else — non-ASCII text for a match, bytes, ``pos``/``endpos`` — takes re2's own path.
+``tests/test_fastre.py`` checks both paths give the same matches for every pattern of
 the package on real text.
 """
 

@@ -36,8 +36,8 @@ from assistant.models import (
 from assistant.frames import FrameContext, contexts_hit, load_frames
 from assistant.normalise import Chunk, Chunker, decode, display, iter_chunk_lines, language, split_prefix
 from assistant.outside import OutsideRule, Vocabulary, load_domain, load_outside, load_trouble, outside_entries
-from assistant.signatures import (STRENGTH_CONFIDENCE, Entry, PatternSet, Rule, RuleHit, RuleHits, entries_digest, load_rules,
-                                 rule_entries)
+from assistant.signatures import (STRENGTH_CONFIDENCE, Entry, PatternSet, Rule, RuleHit, RuleHits, entries_digest,
+                                 load_rules, rule_entries)
 from assistant.snapshot import cached, files_under
 from assistant.timeline import SPLIT_SKIP, Timeline, describe, describe_mismatch, describe_straggler, section_ranks
 from assistant.timeline import build as build_timeline

@@ -11,7 +11,8 @@ import re2
 
 from assistant import fastre
 
-MODULES = ("cases", "intent", "metrics", "normalise", "readings", "timeline", "tracebacks", "triage", "retrieval.tokenize")
+MODULES = ("cases", "intent", "metrics", "normalise", "readings", "timeline", "tracebacks", "triage",
+           "retrieval.tokenize")
 DATA = Path(__file__).parent / "data"
 
 
