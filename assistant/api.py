@@ -319,8 +319,9 @@ def confident_hit(hits):
 # and the dev split (questions answered 52 -> 54 of 64; dev unchanged but for one estimate question, and no
 # out-of-scope post answered). The passage may be any of the first three hits, not only the first: a mode's
 # record ranked above it ("LoRA 学习率设多少合适?" finds cuda-oom's record first, the checklist second) is not an
-# answer to a question no rule recognised (team questions answered 55 -> 57 of 64 in the top 3; test, the
-# team's pastes and every dev case unchanged).
+# answer to a question no rule recognised (team questions answered 55 -> 57 of 64 in the top 3; test and the
+# team's pastes unchanged, and the dev split's out-of-scope reports and in-scope reports up to 400 characters
+# unchanged case by case).
 QUESTION_PASSAGE_RANK = 3
 
 
