@@ -44,19 +44,22 @@ def patterns() -> tuple[SecretPattern, ...]:
     return tuple(SecretPattern.model_validate(p) for p in data["patterns"])
 
 
-@lru_cache(maxsize=1)
-def _compiled() -> tuple[tuple[str, re2._Regexp, int], ...]:
+def _options() -> re2.Options:
     opts = re2.Options()
     opts.max_mem = 64 << 20
-    return tuple((p.id, re2.compile(p.pattern, opts), p.min_length) for p in patterns() if p.id != "private-key-block")
+    return opts
+
+
+@lru_cache(maxsize=1)
+def _compiled() -> tuple[tuple[str, re2._Regexp, int], ...]:
+    return tuple((p.id, re2.compile(p.pattern, _options()), p.min_length)
+                 for p in patterns() if p.id != "private-key-block")
 
 
 @lru_cache(maxsize=1)
 def _prefilter():
     """All line patterns in one RE2 set: one pass says which of them occur in a line (most lines: none)."""
-    opts = re2.Options()
-    opts.max_mem = 64 << 20
-    found = re2.Set.SearchSet(opts)
+    found = re2.Set.SearchSet(_options())
     for _pid, rx, _min in _compiled():
         found.Add(rx.pattern)
     found.Compile()
