@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from assistant.cases import EMPTY, CaseVotes, case_memory
+from assistant.cases import EMPTY, CaseRecord, CaseVotes, case_memory
 from assistant.compose import compose, healthy_log
 from assistant.config import Settings
 from assistant.diagnosis import Diagnosis, Lang
@@ -58,7 +58,7 @@ class Assistant:
         # Lenient: one invalid record file is left out (and named in every answer), not the end of the service.
         self.knowledge = Knowledge.cached(self.settings.records_dir, lenient=True)
         self.cases = case_memory(self.settings.cases_dir)
-        self._cases_by_id = {c.id: c for c in self.cases.cases}
+        self._by_id: dict[str, CaseRecord] | None = None
         self._left_out: str | None = None
         self.calibration = load_calibration(self.settings.kb_dir / "calibration.yaml")
         self._retriever = None
@@ -66,6 +66,12 @@ class Assistant:
         # input hash -> the answer as JSON (LRU): a caller may change the Diagnosis it got, the cache keeps its own;
         # writing JSON costs a tenth of a deep copy (the warm profile had deep copies at 12 % of the time)
         self._recent: OrderedDict[str, str] = OrderedDict()
+
+    def _cases_by_id(self) -> dict[str, CaseRecord]:
+        # Built on the retrieval path only: the rule path decodes no more cases than its vote's neighbours.
+        if self._by_id is None:
+            self._by_id = {c.id: c for c in self.cases.cases}
+        return self._by_id
 
     # -- public -----------------------------------------------------------------------------
 
@@ -181,7 +187,7 @@ class Assistant:
             hits, case_hits, more = self._search(self._query(text, result, prose, wordy))
             warnings += more
             notices += [RETRIEVAL_DOWN.format(why=w.split(": ", 1)[-1]) for w in more]
-            ranking = rank(result, votes, retrieval_votes(hits, case_hits, self._cases_by_id, self._left_out),
+            ranking = rank(result, votes, retrieval_votes(hits, case_hits, self._cases_by_id(), self._left_out),
                            prose=wordy, short=prose, **scope)
         passage = guide_answer(hits, ranking, prose=prose, question=question)
         if passage is not None:
@@ -259,7 +265,7 @@ class Assistant:
         from assistant.retrieval.chroma_store import ChromaFailure
 
         try:
-            found = self.search(query), self.search_cases(query) if self.cases.cases else [], []
+            found = self.search(query), self.search_cases(query) if len(self.cases) else [], []
         except (TrainfixError, ChromaFailure, OSError) as err:
             self._retrieval_down = (time.monotonic(), str(err))
             return [], [], [f"retrieval unavailable: {err}"]

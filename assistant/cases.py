@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -150,15 +151,18 @@ class CaseMemory:
     """The loaded cases with a TF-IDF index; :meth:`vote` finds the nearest ones."""
 
     def __init__(self, cases: Iterable[CaseRecord]) -> None:
-        self.cases: tuple[CaseRecord, ...] = tuple(cases)
+        self._cases: tuple[CaseRecord, ...] | None = tuple(cases)
+        self._blobs: list[bytes] = []  # each case pickled on its own, in a snapshot (see __getstate__)
+        self._decoded: dict[int, CaseRecord] = {}
+        self._sources = [c.source for c in self._cases]
         # Interned terms: one string object per term, so the pickled snapshot stores each term once.
-        docs = [Counter(map(sys.intern, tokens(c.text))) for c in self.cases]
+        docs = [Counter(map(sys.intern, tokens(c.text))) for c in self._cases]
         df: Counter = Counter()
         for d in docs:
             df.update(d.keys())
         n = max(len(docs), 1)
-        self._idf = {t: math.log((n + 1) / (f + 0.5)) for t, f in df.items()}
-        vectors = [self._vector(d) for d in docs]
+        idf = {t: math.log((n + 1) / (f + 0.5)) for t, f in df.items()}
+        vectors = [_vector(d, idf.get) for d in docs]
         # The index is term -> (case, weight) postings in three flat arrays: a snapshot of a few arrays loads ~8x
         # faster than a dict per case, and scoring reads each posting's weight in place (no lookup per case).
         postings: dict[str, list[int]] = {}
@@ -174,13 +178,52 @@ class CaseMemory:
             self._case_ids.extend(ids)
             self._weights.extend(vectors[i][t] for i in ids)
             self._offsets.append(len(self._case_ids))
-        self._labels = [c.labels[0] if c.labels else OUT_OF_SCOPE for c in self.cases]
-        self.model: CaseModel | None = train(vectors, self._labels)
+        # One term -> row dict serves the postings, the IDF and the model's weights: a snapshot stores and loads it once.
+        # A term with an IDF of zero or less is in no vector, so the IDF of the terms with postings is all a query needs.
+        self._idf = array("d", (idf[t] for t in self._terms))
+        self._labels = [c.labels[0] if c.labels else OUT_OF_SCOPE for c in self._cases]
+        self.model: CaseModel | None = self._aligned(train(vectors, self._labels))
         self._fold_models: dict[int, CaseModel | None] = {}
+
+    def __getstate__(self) -> dict:
+        # The cases go into the snapshot one pickle each and are decoded when first used: a vote needs only its few
+        # neighbours, and decoding all ~2,000 records was a fifth of a cold `trainfix diagnose`.
+        state = dict(self.__dict__)
+        if self._cases is not None:
+            state["_blobs"] = [pickle.dumps(c, protocol=pickle.HIGHEST_PROTOCOL) for c in self._cases]
+        state.update(_cases=None, _decoded={}, _fold_models={})
+        return state
+
+    @property
+    def cases(self) -> tuple[CaseRecord, ...]:
+        """Every case, in index order."""
+        if self._cases is None:
+            self._cases = tuple(self.case(i) for i in range(len(self._labels)))
+        return self._cases
+
+    def case(self, i: int) -> CaseRecord:
+        """Case ``i`` (decoded from the snapshot on first use)."""
+        if self._cases is not None:
+            return self._cases[i]
+        found = self._decoded.get(i)
+        if found is None:
+            found = self._decoded[i] = pickle.loads(self._blobs[i])  # noqa: S301 - our own snapshot file
+        return found
+
+    def _aligned(self, model: CaseModel | None) -> CaseModel | None:
+        """The model with its weight rows in the order of ``_terms``, sharing that dict as its index."""
+        if model is None:
+            return None
+        k = len(model.classes)
+        weights = array("d", bytes(8 * k * len(self._terms)))
+        for term, row in model.index.items():
+            j = self._terms[term]
+            weights[j * k:(j + 1) * k] = model.weights[row * k:(row + 1) * k]
+        return CaseModel(model.classes, self._terms, weights, model.intercept)
 
     def _vectors(self) -> list[dict[str, float]]:
         """Each case's TF-IDF vector, read back from the postings (only evaluation's fold models need them)."""
-        vectors: list[dict[str, float]] = [{} for _ in self.cases]
+        vectors: list[dict[str, float]] = [{} for _ in self._labels]
         for t, j in self._terms.items():
             lo, hi = self._offsets[j], self._offsets[j + 1]
             for i, w in zip(self._case_ids[lo:hi], self._weights[lo:hi]):
@@ -189,27 +232,25 @@ class CaseMemory:
 
     def _model_for(self, exclude: str | None) -> CaseModel | None:
         """The model, or when ``exclude`` is a source in the memory, the model of the folds without it."""
-        if exclude is None or self.model is None or not any(c.source == exclude for c in self.cases):
+        if exclude is None or self.model is None or exclude not in self._sources:
             return self.model
         f = fold(exclude)
         if f not in self._fold_models:
-            keep = [i for i, c in enumerate(self.cases) if fold(c.source) != f]
+            keep = [i for i, source in enumerate(self._sources) if fold(source) != f]
             vectors = self._vectors()
             self._fold_models[f] = train([vectors[i] for i in keep], [self._labels[i] for i in keep])
         return self._fold_models[f]
 
     def __len__(self) -> int:
-        return len(self.cases)
+        return len(self._labels)
 
     def _vector(self, counts: Counter) -> dict[str, float]:
-        vec = {t: (1.0 + math.log(c)) * self._idf.get(t, 0.0) for t, c in counts.items()}
-        vec = {t: w for t, w in vec.items() if w > 0}
-        norm = math.sqrt(sum(w * w for w in vec.values())) or 1.0
-        return {t: w / norm for t, w in vec.items()}
+        terms, idf = self._terms, self._idf
+        return _vector(counts, lambda t: idf[terms[t]] if t in terms else 0.0)
 
     def nearest(self, text: str, k: int = K, *, exclude: str | None = None) -> list[Neighbour]:
         """The ``k`` most similar cases (cosine ≥ MIN_SIMILARITY), most similar first."""
-        if not self.cases:
+        if not self._labels:
             return []
         return self._nearest(self._query(text), k, exclude)
 
@@ -230,9 +271,9 @@ class CaseMemory:
         ranked = sorted(((i, s) for i, s in scores.items() if s >= MIN_SIMILARITY), key=lambda kv: (-kv[1], kv[0]))
         out = []
         for i, s in ranked:
-            if exclude is not None and self.cases[i].source == exclude:
+            if exclude is not None and self._sources[i] == exclude:
                 continue
-            out.append(Neighbour(self.cases[i], round(s, 4)))
+            out.append(Neighbour(self.case(i), round(s, 4)))
             if len(out) >= k:
                 break
         return out
@@ -246,7 +287,7 @@ class CaseMemory:
         and for "out of scope"; each vote is the larger of the two. ``exclude`` leaves out cases from
         one source, and scores with the model of the folds without it (leave-one-out scoring).
         """
-        if not self.cases:
+        if not self._labels:
             return EMPTY
         q = self._query(text)
         neighbours = self._nearest(q, K, exclude)
@@ -256,6 +297,14 @@ class CaseMemory:
             return knn
         p = model.predict(q)
         return _combine(knn, p, neighbours)
+
+
+def _vector(counts: Counter, idf: Callable[[str], float | None]) -> dict[str, float]:
+    """The unit-length TF-IDF vector of term counts (terms of no positive weight left out)."""
+    vec = {t: (1.0 + math.log(c)) * (idf(t) or 0.0) for t, c in counts.items()}
+    vec = {t: w for t, w in vec.items() if w > 0}
+    norm = math.sqrt(sum(w * w for w in vec.values())) or 1.0
+    return {t: w / norm for t, w in vec.items()}
 
 
 def _knn_votes(neighbours: list[Neighbour]) -> CaseVotes:

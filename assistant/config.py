@@ -1,15 +1,23 @@
-"""Settings in one place (pydantic-settings): env vars with the ``TRAINFIX_`` prefix and an optional ``.env``.
+"""Settings in one place: env vars with the ``TRAINFIX_`` prefix and an optional ``.env``.
 
 Read when called (``Settings()``), never at import time, and passed explicitly to what needs it.
+
+A plain pydantic model that reads its own environment, rather than pydantic-settings: that package
+imports asyncio, ssl and python-dotenv, about a sixth of a fresh ``trainfix diagnose``, to read a
+dozen flat variables. The precedence is the same: arguments, then environment variables (names
+case-insensitive), then ``.env``, then defaults.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+ENV_PREFIX = "TRAINFIX_"
+ENV_FILE = ".env"
 
 KB_DIR = Path(__file__).resolve().parent.parent / "kb"
 
@@ -25,14 +33,40 @@ def _default_data_dir() -> Path:
     return Path(base) / "trainfix"
 
 
-class Settings(BaseSettings):
+def _dotenv(path: Path) -> dict[str, str]:
+    # Only read when the file exists: python-dotenv's parser handles quoting, ``export`` and comments.
+    from dotenv import dotenv_values
+
+    return {k: v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def environment(fields: Any, environ: dict[str, str] | None = None, env_file: Path | None = None) -> dict[str, str]:
+    """The ``TRAINFIX_<FIELD>`` values for these field names: the environment over ``.env``, names case-insensitive."""
+    wanted = {ENV_PREFIX.lower() + name: name for name in fields}
+    out: dict[str, str] = {}
+    env_file = Path(ENV_FILE) if env_file is None else env_file
+    sources = [_dotenv(env_file)] if env_file.is_file() else []
+    sources.append(dict(os.environ if environ is None else environ))
+    for source in sources:  # later sources win
+        for key, value in source.items():
+            name = wanted.get(key.lower())
+            if name is not None:
+                out[name] = value
+    return out
+
+
+class Settings(BaseModel):
     """Runtime configuration.
 
     Every field can be set by an environment variable named ``TRAINFIX_<FIELD>`` (e.g.
     ``TRAINFIX_DATA_DIR``, ``TRAINFIX_CHROMA_URL``) or in a ``.env`` file in the working directory.
+    Keyword arguments win over both.
     """
 
-    model_config = SettingsConfigDict(env_prefix="TRAINFIX_", env_file=".env", extra="ignore")
+    model_config = ConfigDict(extra="ignore")
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**{**environment(type(self).model_fields), **values})
 
     kb_dir: Path = Field(default=KB_DIR, description="knowledge base: sources/, records/, rules/, translations/")
     data_dir: Path = Field(default_factory=_default_data_dir, description="where the index lives")
