@@ -17,7 +17,7 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from statistics import median
+from statistics import StatisticsError
 
 from assistant import fastre
 from assistant.models import MetricFinding, MetricsReport, SeriesPoint, SeriesSummary
@@ -94,12 +94,32 @@ _TOOK = fastre.compile(r"(?i)\btook\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds|m
 _TOOK_UNIT = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minutes": 60.0}
 
 
+def median(data) -> float:
+    """``statistics.median``, the same arithmetic without its wrapping: it runs for every point of a long log."""
+    values = sorted(data)
+    n = len(values)
+    if not n:
+        raise StatisticsError("no median for empty data")
+    if n % 2:
+        return values[n // 2]
+    return (values[n // 2 - 1] + values[n // 2]) / 2
+
+
 def _num(text: str) -> float | None:
     try:
         return float(text)
     except ValueError:
         return None
 
+
+# The series a key feeds: the first of these sets holding the key wins (a throughput keeps its own name).
+_SERIES_OF: dict[str, str] = {}
+for _keys, _name in ((LOSS_KEYS, "loss"), (GRAD_KEYS, "grad_norm"), (LR_KEYS, "learning_rate"),
+                     (LOSS_SCALE_KEYS, "loss_scale"), (DATA_TIME_KEYS, "data_time"), (THROUGHPUT_KEYS, None),
+                     (STEP_TIME_KEYS, "step_time"), (GPU_MEM_KEYS, "gpu_mem"), (GPU_RESERVED_KEYS, "gpu_reserved"),
+                     ({"epoch"}, "epoch")):
+    for _key in _keys:
+        _SERIES_OF.setdefault(_key, _name or _key)
 
 KNOWN_KEYS = (LOSS_KEYS | GRAD_KEYS | LR_KEYS | LOSS_SCALE_KEYS | DATA_TIME_KEYS | STEP_KEYS | THROUGHPUT_KEYS
               | STEP_TIME_KEYS | GPU_MEM_KEYS | GPU_RESERVED_KEYS | {"epoch"})
@@ -234,6 +254,114 @@ def _space_value(line: str, low: str, kw: str) -> list[tuple[str, float]]:
     return []
 
 
+# Where a line's step, values and progress are, and which formats it shows, depend only on its shape (every digit
+# alike: the patterns above read \\d, the key scan treats all digits the same), so the thousands of lines of one
+# shape in a long log are parsed once, into spans that are read off every other line of that shape.
+Source = tuple  # (start, end, how, arg): how "f" float of the span, "inv" a rate in s/it, "mul" times arg, "kw" a
+# space-separated keyword's value (arg: the keyword; rare, read afresh each time)
+
+
+@dataclass(frozen=True, slots=True)
+class _Program:
+    step: Source | None = None
+    total: Source | None = None  # total steps (the last of a Megatron and a progress-bar total)
+    progress: Source | None = None  # a progress bar's step
+    values: tuple[tuple[str, Source], ...] = ()  # series -> where its value is, in the order they are assigned
+    formats: tuple[str, ...] = ()
+    key_value: bool = False  # "key-value", unless a Megatron or tqdm log was recognised
+    util: Source | None = None  # a GPU utilisation reading
+    table: bool = False  # an nvidia-smi table header (a '#' comment or a utilization.gpu CSV header)
+
+
+_PROGRAMS: dict[str, _Program] = {}
+
+
+def _read(line: str, source: Source) -> float:
+    start, end, how, arg = source
+    if how == "f":
+        return float(line[start:end])
+    if how == "inv":
+        rate = float(line[start:end])
+        return 1.0 / rate if rate else 0.0
+    if how == "mul":
+        return float(line[start:end]) * arg
+    return _space_value(line, line.lower(), arg)[0][1]
+
+
+def _span(m, group: int, how: str = "f", arg: float | str | None = None) -> Source:
+    start, end = m.span(group)
+    return (start, end, how, arg)
+
+
+def _compile(body: str) -> tuple[_Program, bool]:
+    """The program of ``body``'s shape, and whether it holds for every line of that shape."""
+    step: Source | None = None
+    total = progress = util = None
+    values: dict[str, Source] = {}
+    formats: list[str] = []
+    low = body.lower()
+    m = _MEGATRON.search(body) if "iteration" in low else None
+    if m:
+        step, total = _span(m, 1), _span(m, 2)
+        formats.append("megatron")
+    m = _TQDM.search(body) if ("it/s" in body or "s/it" in body) else None
+    if m:
+        values["it/s"] = _span(m, 3, "f" if m.group(4) == "it/s" else "inv")
+        step = progress = _span(m, 1)
+        total = _span(m, 2)
+        formats.append("tqdm")
+    elif "s/it" in body or "it/s" in body:
+        m = _RATE.search(body)  # a rate without a progress bar: "step 50 | loss 0.85 | 1.10 s/it"
+        if m:
+            values["it/s"] = _span(m, 1, "f" if m.group(2) == "it/s" else "inv")
+    else:
+        m = _TQDM_STEP.search(body) if ("|" in body and "[" in body) else None
+        if m:
+            step = progress = _span(m, 1)
+            total = _span(m, 2)
+            formats.append("tqdm")
+    if "took" in low:
+        m = _TOOK.search(body)
+        if m:
+            values["step_time"] = _span(m, 1, "mul", _TOOK_UNIT.get(m.group(2).lower(), 1.0))
+    plan, cacheable = _plan(body)
+    for source in plan:
+        if source[0] == "sep":
+            _, start, end, a, b, vs, ve = source
+            k, src = body[start:end].lower()[a:b], (vs, ve, "f", None)
+        elif _space_value(body, low, source[1]):
+            k = source[1]
+            src = (0, 0, "kw", k)
+        else:
+            continue
+        if k in STEP_KEYS:
+            if step is None:
+                step = src
+            continue
+        name = _SERIES_OF.get(k)
+        if name is not None:
+            values[name] = src
+    kind = None
+    if "{" in body and ("loss" in values or "grad_norm" in values) and "'" in body:
+        kind = "hf-dict"
+    elif "[Rank" in body or "samplespersec" in low:
+        kind = "deepspeed"
+    if kind:
+        formats.append(kind)
+    key_value = kind is None and bool(values)
+    if "%" in body:  # a progress bar has "%" too: on ASCII text, skip what cannot match (RE2 calls cost)
+        plain = body.isascii()
+        for m in (_SMI.search(body) if not plain or "default" in low or "e. process" in low or "prohibited" in low
+                  else None,
+                  _GPU_UTIL.search(body) if not plain or "gpu" in low else None):
+            if m:
+                util = _span(m, 1)
+                break
+    stripped = low.strip()
+    table = stripped.startswith("#") or "utilization.gpu" in low
+    return _Program(step, total, progress, tuple(values.items()), tuple(formats), key_value, util, table), cacheable
+
+
 @dataclass
 class _Series:
     name: str
@@ -293,78 +421,26 @@ class MetricsAnalyser:
         if len(body) > 4000:
             body = body[:4000]
         self._line = (rank, body)
-        step: float | None = None
-        values: dict[str, float] = {}
-        low = body.lower()
-        m = _MEGATRON.search(body) if "iteration" in low else None
-        if m:
-            step, self.total_steps = float(m.group(1)), float(m.group(2))
-            self.formats.add("megatron")
-        m = _TQDM.search(body) if ("it/s" in body or "s/it" in body) else None
-        if m:
-            n, total = float(m.group(1)), float(m.group(2))
-            rate = float(m.group(3))
-            values["it/s"] = rate if m.group(4) == "it/s" else (1.0 / rate if rate else 0.0)
-            self._progress_step, self._progress_line = n, number
-            self.total_steps = total
-            self.formats.add("tqdm")
-            step = n
-        elif "s/it" in body or "it/s" in body:
-            m = _RATE.search(body)  # a rate without a progress bar: "step 50 | loss 0.85 | 1.10 s/it"
-            if m:
-                rate = float(m.group(1))
-                values["it/s"] = rate if m.group(2) == "it/s" else (1.0 / rate if rate else 0.0)
-        else:
-            m = _TQDM_STEP.search(body) if ("|" in body and "[" in body) else None
-            if m:
-                self._progress_step, self._progress_line = float(m.group(1)), number
-                self.total_steps = float(m.group(2))
-                self.formats.add("tqdm")
-                step = float(m.group(1))
-        if "took" in low:
-            m = _TOOK.search(body)
-            if m:
-                values["step_time"] = float(m.group(1)) * _TOOK_UNIT.get(m.group(2).lower(), 1.0)
-        for k, v in key_values(body):
-            if k in STEP_KEYS and step is None:
-                step = v
-            elif k in LOSS_KEYS:
-                values["loss"] = v
-            elif k in GRAD_KEYS:
-                values["grad_norm"] = v
-            elif k in LR_KEYS:
-                values["learning_rate"] = v
-            elif k in LOSS_SCALE_KEYS:
-                values["loss_scale"] = v
-            elif k in DATA_TIME_KEYS:
-                values["data_time"] = v
-            elif k in THROUGHPUT_KEYS:
-                values[k] = v
-            elif k in STEP_TIME_KEYS:
-                values["step_time"] = v
-            elif k in GPU_MEM_KEYS:
-                values["gpu_mem"] = v
-            elif k in GPU_RESERVED_KEYS:
-                values["gpu_reserved"] = v
-            elif k == "epoch":
-                values["epoch"] = v
-        if "{" in body and ("loss" in values or "grad_norm" in values) and "'" in body:
-            self.formats.add("hf-dict")
-        elif "[Rank" in body or "samplespersec" in body.lower():
-            self.formats.add("deepspeed")
-        elif values and "megatron" not in self.formats and "tqdm" not in self.formats:
+        shape = body.translate(_DIGITS_TO_ZERO)
+        program = _PROGRAMS.get(shape)
+        if program is None:
+            program, cacheable = _compile(body)
+            if cacheable and len(_PROGRAMS) < MAX_PLANS:
+                _PROGRAMS[shape] = program
+        step = _read(body, program.step) if program.step else None
+        if program.total:
+            self.total_steps = _read(body, program.total)
+        if program.progress:
+            self._progress_step, self._progress_line = _read(body, program.progress), number
+        if program.formats:
+            self.formats.update(program.formats)
+        if program.key_value and "megatron" not in self.formats and "tqdm" not in self.formats:
             self.formats.add("key-value")
-        util = ()
-        if "%" in body:  # a progress bar has "%" too: on ASCII text, skip what cannot match (RE2 calls cost)
-            plain = body.isascii()
-            util = (_SMI.search(body) if not plain or "default" in low or "e. process" in low or "prohibited" in low
-                    else None,
-                    _GPU_UTIL.search(body) if not plain or "gpu" in low else None)
-        for m in util:
-            if m:
-                self._gpu_util(number, float(m.group(1)), rank)
-                break
-        self._nvidia_tables(number, body, low, rank)
+        values = {name: _read(body, source) for name, source in program.values}
+        if program.util:
+            self._gpu_util(number, _read(body, program.util), rank)
+        if program.table or self._dmon_sm is not None or self._csv_util:
+            self._nvidia_tables(number, body, body.lower(), rank)
         self._epoch = values.pop("epoch", None)
         if not values:
             return
@@ -524,7 +600,7 @@ class MetricsAnalyser:
         if s.base is None or s.points % 8 == 0:
             s.base = median(s.window)  # the earlier median moves slowly: refresh it every 8 points
         base = s.base
-        now = median(r[0] for r in s.recent)
+        now = median([r[0] for r in s.recent])
         bad = now < DROP_RATIO * base if falling else now > base / DROP_RATIO
         if bad:
             s.dropped = True

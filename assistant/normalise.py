@@ -111,28 +111,70 @@ def _escape_length(piece: bytes) -> int:
     return 1 if 0x40 <= kind <= 0x5F else 0
 
 
+SAMPLED_ESCAPES = 64  # escape sequences looked at to find a log's few repeated codes
+MAX_REPLACED = 16  # distinct codes removed with bytes.replace
+
+
 def _strip_ansi(data: bytes, stats: CleanStats) -> bytes:
+    stats.ansi_codes += data.count(b"\x1b")
+    # A coloured log repeats a few codes ("\x1b[32m", "\x1b[0m") on every line. A complete CSI code, or an ESC and one
+    # byte, is removed the same wherever it occurs (it ends at its own final byte), so removing every occurrence
+    # with bytes.replace (C speed) is exactly what the piece-by-piece loop below would do to each.
+    # Only when nothing else is left is that the answer: an unterminated code followed by a removed one would
+    # have been cut differently (it runs to the next ESC), so with any other code the loop does it all.
+    stripped = data
+    for code in _repeated_codes(data):
+        stripped = stripped.replace(code, b"")
+    if b"\x1b" not in stripped:
+        return stripped
     # Split on ESC (C speed) and cut each escape sequence off the front of the piece after it.
     pieces = data.split(b"\x1b")
     out = [pieces[0]]
     for piece in pieces[1:]:
         out.append(piece[_escape_length(piece):])
-    stats.ansi_codes += len(pieces) - 1
     return b"".join(out)
+
+
+def _repeated_codes(data: bytes) -> list[bytes]:
+    """Complete CSI codes and two-byte escapes among the first escape sequences of ``data``."""
+    codes: list[bytes] = []
+    pos = data.find(b"\x1b")
+    for _ in range(SAMPLED_ESCAPES):
+        if pos < 0 or len(codes) >= MAX_REPLACED:
+            break
+        nxt = data.find(b"\x1b", pos + 1)
+        piece = data[pos + 1: nxt if nxt >= 0 else min(len(data), pos + 257)]
+        n = _escape_length(piece)
+        complete = n == 1 and 0x40 <= piece[0] <= 0x5F and piece[0] != 0x5B and piece[0] != 0x5D \
+            or n > 1 and piece[0] == 0x5B and 0x40 <= piece[n - 1] <= 0x7E
+        code = data[pos: pos + 1 + n]
+        if complete and code not in codes:
+            codes.append(code)
+        pos = nxt
+    return codes
 
 
 def _resolve_redraws(data: bytes, stats: CleanStats) -> bytes:
     # A carriage return redraws the line: keep what follows the last one (CRLF is a plain line end).
-    lines = data.split(b"\n")
-    for i, line in enumerate(lines):
-        if b"\r" in line:
-            line = line.rstrip(b"\r")
-            cut = line.rfind(b"\r")
-            if cut >= 0:
-                stats.redraws += line.count(b"\r")
-                line = line[cut + 1 :]
-            lines[i] = line
-    return b"\n".join(lines)
+    # Only the lines holding a CR are visited; the rest are copied in slices between them.
+    out: list[bytes] = []
+    pos = 0
+    cr = data.find(b"\r")
+    while cr >= 0:
+        start = data.rfind(b"\n", 0, cr) + 1
+        end = data.find(b"\n", cr)
+        end = len(data) if end < 0 else end
+        line = data[start:end].rstrip(b"\r")
+        cut = line.rfind(b"\r")
+        if cut >= 0:
+            stats.redraws += line.count(b"\r")
+            line = line[cut + 1:]
+        out.append(data[pos:start])
+        out.append(line)
+        pos = end
+        cr = data.find(b"\r", end)
+    out.append(data[pos:])
+    return b"".join(out)
 
 
 def clean_bytes(data: bytes, stats: CleanStats) -> bytes:

@@ -11,6 +11,7 @@ decision tree then ranks higher. Only numbers found in the input are used; every
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import re2
 
@@ -68,6 +69,7 @@ def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) ->
     """Every reading the numbers on ``lines`` support (at most one of each kind)."""
     out: list[Reading] = []
     text = {k.number: k.body for k in lines}
+    lines = _Lines(lines)
     for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
                _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token,
                _failed_share, _class_report, _generate_oom, _comm_timers, _nccl_hcas, _longer_chosen):
@@ -87,7 +89,40 @@ class _Group:
         return self._groups[i - 1]
 
 
+class _Lines(list):
+    """The kept lines (up to a few thousand from a long log), with their text joined once: a pattern found nowhere
+    in it is not tried line by line. Each of the readings' patterns looks for its first line; most never occur."""
+
+    __slots__ = ("_joined",)
+
+    def __init__(self, lines: Sequence[KeptLine]) -> None:
+        super().__init__(lines)
+        self._joined: str | None = None
+
+    def may_match(self, pattern) -> bool:
+        """False only when no line can match: the pattern, with ``^``/``$`` at every line, finds nothing in the joined
+        text (a match inside one line is a match there too; one across lines is only a wasted line-by-line look)."""
+        source = pattern.pattern
+        if not isinstance(source, str) or "\\A" in source or "\\z" in source:
+            return True  # anchored at the start or end of the text: only a line-by-line look says
+        if self._joined is None:
+            self._joined = "\n".join(k.body for k in self)
+        options = tuple(getattr(pattern.options, name) for name in re2.Options.NAMES)
+        return _multiline(source, options).search(self._joined) is not None
+
+
+@lru_cache(maxsize=512)
+def _multiline(source: str, options: tuple) -> fastre.Pattern:
+    """``source`` with ``^``/``$`` at line boundaries, compiled with the same options."""
+    compiled = re2.Options()
+    for name, value in zip(re2.Options.NAMES, options):
+        setattr(compiled, name, value)
+    return fastre.compile("(?m)" + source, compiled)
+
+
 def _first(lines: Sequence[KeptLine], pattern) -> tuple[KeptLine, object] | None:
+    if isinstance(lines, _Lines) and not lines.may_match(pattern):
+        return None
     for k in lines:
         m = pattern.search(k.body)
         if m:

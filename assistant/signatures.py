@@ -27,6 +27,7 @@ import re2
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from assistant import fastre
 from assistant.errors import KnowledgeBaseError
 from kb.taxonomy import MODE_IDS
 from kb.yamlio import line_of, load_yaml, where
@@ -384,11 +385,8 @@ class PatternSet:
     def scan(self, data: bytes) -> Iterator[tuple[int, int, int]]:
         """Yield ``(entry index, start, end)`` byte spans of matches in ``data`` (unordered)."""
         for i in self.hit_indexes(data):
-            limit = self.entries[i].max_matches
-            for n, m in enumerate(self._re2(i).finditer(data)):
-                if limit and n >= limit:
-                    break
-                yield i, m.start(), m.end()
+            for start, end in fastre.byte_spans(self._re2(i), data, self.entries[i].max_matches):
+                yield i, start, end
 
 
 @dataclass(slots=True)

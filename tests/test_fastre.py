@@ -81,3 +81,25 @@ def test_positions_bytes_and_other_methods_take_re2s_own_path():
     assert p.findall("1 it/s 2 it/s") == ["1", "2"]
     assert fastre.compile(p) is p
     assert type(fastre.compile(re2.compile("x"))) is fastre.Pattern
+
+
+def test_byte_spans_are_re2s_finditer_spans():
+    from assistant.triage import engine_for
+
+    text = "\n".join(_lines(600)).encode("utf-8")
+    entries = engine_for().patterns.entries
+    patterns = [re2.compile(e.pattern.encode("utf-8")) for e in entries[:: max(1, len(entries) // 150)]]
+    patterns += [re2.compile(x) for x in (rb"", rb"a*", rb"\b", rb"(?m)^", rb"x*$", rb"(?m)^.*loss.*$")]
+    assert len(patterns) > 100
+    for rx in patterns:
+        for data in (text, b"", b"\xc3\xa9", "训练 loss\n还没变".encode("utf-8")):
+            want = [m.span() for m in rx.finditer(data)]
+            assert fastre.byte_spans(rx, data) == want, rx.pattern
+            assert fastre.byte_spans(rx, data, 3) == want[:3], rx.pattern
+
+
+def test_byte_spans_without_the_internals(monkeypatch):
+    monkeypatch.setattr(fastre, "_FAST", False)
+    rx = re2.compile(rb"\d+")
+    assert fastre.byte_spans(rx, b"1 22 333") == [(0, 1), (2, 4), (5, 8)]
+    assert fastre.byte_spans(rx, b"1 22 333", 2) == [(0, 1), (2, 4)]
