@@ -12,13 +12,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from assistant.errors import KnowledgeBaseError
 from assistant.models import Candidate
 from kb.taxonomy import MODE_IDS
-from kb.yamlio import load_yaml, where
+from kb.yamlio import YAMLError, load_yaml, where
 
 
 class Link(BaseModel):
@@ -75,7 +74,7 @@ def _load(path: Path) -> Causality:
         return Causality(links=[])  # a knowledge base without causal links ranks by evidence alone
     try:
         return Causality.model_validate(load_yaml(path))
-    except (ValidationError, yaml.YAMLError) as err:
+    except (ValidationError, YAMLError) as err:
         raise KnowledgeBaseError(f"invalid causality file: {where(path, err)}") from None
 
 

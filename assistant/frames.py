@@ -11,14 +11,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assistant.errors import KnowledgeBaseError
 from assistant.models import TracebackInfo
 from assistant.signatures import Examples, Strength, _check_re2, _compiled
 from kb.taxonomy import MODE_IDS
-from kb.yamlio import load_yaml, where
+from kb.yamlio import YAMLError, load_yaml, where
 
 
 class FrameContext(BaseModel):
@@ -97,7 +96,7 @@ def _load(path: Path) -> tuple[FrameContext, ...]:
         return ()
     try:
         data = _File.model_validate(load_yaml(path))
-    except (ValidationError, yaml.YAMLError) as err:
+    except (ValidationError, YAMLError) as err:
         raise KnowledgeBaseError(f"invalid frame contexts: {where(path, err)}") from None
     ids = [c.id for c in data.contexts]
     dup = {i for i in ids if ids.count(i) > 1}

@@ -14,12 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assistant.errors import KnowledgeBaseError
 from assistant.signatures import Entry, Examples, Strength, _check_re2, _compiled
-from kb.yamlio import load_yaml, where
+from kb.yamlio import YAMLError, load_yaml, where
 
 OutsideKind = Literal["environment", "access", "configuration", "usage", "quality", "how-to", "other-software"]
 
@@ -119,7 +118,7 @@ def _load(path: Path) -> _File:
         return _File(rules=[])
     try:
         data = _File.model_validate(load_yaml(path))
-    except (ValidationError, yaml.YAMLError) as err:
+    except (ValidationError, YAMLError) as err:
         raise KnowledgeBaseError(f"invalid out-of-domain rules: {where(path, err)}") from None
     ids = [r.id for r in data.rules]
     dup = {i for i in ids if ids.count(i) > 1}

@@ -24,13 +24,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from assistant.cases import CaseVotes
 from assistant.errors import KnowledgeBaseError
 from assistant.models import MetricsReport, Triage
-from kb.yamlio import load_yaml
+from kb.yamlio import YAMLError, load_yaml
 
 W_CASE = 0.7
 # The past incidents' vote for "not a training failure" counts a little more than their vote for a mode, and
@@ -231,9 +230,15 @@ def load_calibration(path: Path | None) -> Calibration | None:
 def _load_calibration(path: Path) -> Calibration | None:
     if not path.is_file():
         return None
+    from assistant.snapshot import cached
+
+    return cached("calibration", [path], lambda: _parse_calibration(path))  # no YAML parser in a fresh process
+
+
+def _parse_calibration(path: Path) -> Calibration:
     try:
         return Calibration.model_validate(load_yaml(path))
-    except (ValidationError, yaml.YAMLError) as err:
+    except (ValidationError, YAMLError) as err:
         raise KnowledgeBaseError(f"{path.name}: invalid calibration: {err}") from None
 
 

@@ -40,8 +40,10 @@ class Redaction(BaseModel):
 @lru_cache(maxsize=1)
 def patterns() -> tuple[SecretPattern, ...]:
     """The secret patterns from ``kb/secrets.yaml``."""
-    data = load_yaml(_FILE)
-    return tuple(SecretPattern.model_validate(p) for p in data["patterns"])
+    from assistant.snapshot import cached
+
+    # from a snapshot keyed by the file's content: a fresh process answers without importing a YAML parser
+    return cached("secrets", [_FILE], lambda: tuple(SecretPattern.model_validate(p) for p in load_yaml(_FILE)["patterns"]))
 
 
 def _options() -> re2.Options:

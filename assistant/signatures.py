@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Literal
 
 import re2
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assistant import fastre
 from assistant.errors import KnowledgeBaseError
 from kb.taxonomy import MODE_IDS
-from kb.yamlio import line_of, load_yaml, where
+from kb.yamlio import YAMLError, line_of, load_yaml, where
 
 Strength = Literal["strong", "medium", "weak"]
 STRENGTH_CONFIDENCE: dict[str, float] = {"strong": 0.9, "medium": 0.65, "weak": 0.4}
@@ -191,7 +190,7 @@ def _load_rules(rules_dir: Path) -> tuple[Rule, ...]:
     for path in files:
         try:
             data = RuleFile.model_validate(load_yaml(path))
-        except (ValidationError, yaml.YAMLError) as err:
+        except (ValidationError, YAMLError) as err:
             raise KnowledgeBaseError(f"invalid rule file: {where(path, err)}") from None
         for i, raw in enumerate(data.rules):
             name = raw.get("id", f"#{i + 1}") if isinstance(raw, dict) else f"#{i + 1}"

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 import re2
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from assistant.errors import InputError, KnowledgeBaseError
 from assistant.models import FollowUp, MetricsReport, RankedCause, TracebackInfo
 from assistant.signatures import Entry, _check_re2, _compiled
 from kb.taxonomy import MODE_IDS
-from kb.yamlio import load_yaml, where
+from kb.yamlio import YAMLError, load_yaml, where
 
 EARLY_STEPS = 50  # a NaN at or before this step counts as 'within the first steps'
 EARLY_EPOCH = 0.05  # ... or at or before this epoch, when only the epoch is logged
@@ -223,7 +222,7 @@ def _load_tree(path: Path) -> TreeData:
         return TreeData.model_validate(load_yaml(path))
     except FileNotFoundError:
         raise KnowledgeBaseError(f"decision tree not found: {path}") from None
-    except (ValidationError, yaml.YAMLError) as err:
+    except (ValidationError, YAMLError) as err:
         raise KnowledgeBaseError(f"invalid decision tree: {where(path, err)}") from None
 
 

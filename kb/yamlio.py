@@ -2,6 +2,10 @@
 
 :func:`where` turns a YAML or validation error into ``file, line N`` so a broken knowledge-base
 file is reported where it is broken (``trainfix`` exits 2 with that message).
+
+PyYAML is imported when a file is parsed, not with this module: a fresh ``trainfix diagnose`` reads the
+knowledge base from snapshots (``assistant.snapshot``) and never parses YAML, and importing PyYAML was
+~30 ms of it. A parse error is re-raised as :class:`YAMLError`, which carries PyYAML's marks.
 """
 
 from __future__ import annotations
@@ -10,21 +14,35 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Composer = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+class YAMLError(ValueError):
+    """A data file that is not valid YAML (PyYAML's error, with the marks :func:`where` reads)."""
+
+    def __init__(self, err: Exception) -> None:
+        super().__init__(str(err))
+        self.problem = getattr(err, "problem", None)
+        self.problem_mark = getattr(err, "problem_mark", None)
+        self.context_mark = getattr(err, "context_mark", None)
 
 
 def load_yaml(path: str | Path) -> Any:
-    """Parse a trusted YAML data file (safe loader: plain data only)."""
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 - safe loader
+    """Parse a trusted YAML data file (safe loader: plain data only); :class:`YAMLError` if it does not parse."""
+    import yaml
+
+    try:
+        return yaml.load(Path(path).read_text(encoding="utf-8"),  # noqa: S506 - safe loader
+                         Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as err:
+        raise YAMLError(err) from err
 
 
 def line_of(path: str | Path, loc: Sequence[str | int]) -> int | None:
     """1-based line of the YAML node at ``loc`` (mapping keys and list indexes), or of its nearest parent."""
+    import yaml
+
     try:
-        node = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=_Composer)  # noqa: S506 - safe loader
+        node = yaml.compose(Path(path).read_text(encoding="utf-8"),  # noqa: S506 - safe loader
+                            Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, ValueError, yaml.YAMLError):
         return None
     line = node.start_mark.line + 1 if node is not None else None
