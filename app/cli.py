@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
-# pydantic looks for plugins in the metadata of every installed distribution when it builds its first model:
-# ~15 ms of a fresh `trainfix diagnose`, for plugins this command line never uses. A user's own setting wins.
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-
-import typer  # noqa: E402 - after the setting above
+import typer
 
 from assistant.errors import TrainfixError
 
@@ -51,8 +46,9 @@ def for_argv(argv: list[str]) -> typer.Typer:
     """The app to run for ``argv``: when it names one command (or command group), an app holding only that one.
 
     Typer turns every registered command into a click command, inspecting each signature, before it runs one:
-    ~20 ms of a fresh ``trainfix diagnose`` for the other 16. Help, options and errors of the named command are
-    the same either way (tests/test_cli_narrow.py); anything else (no command, ``--help``, a typo) gets the app.
+    ~20 ms of a fresh ``trainfix ask`` for the other 16 (``trainfix diagnose`` skips Typer: app/main.py). Help,
+    options and errors of the named command are the same either way (tests/test_cli_narrow.py); anything else
+    (no command, ``--help``, a typo) gets the whole app.
     """
     name = argv[1] if len(argv) > 1 else None
     commands = [c for c in app.registered_commands if _name(c) == name]

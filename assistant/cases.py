@@ -178,8 +178,9 @@ class CaseMemory:
             self._case_ids.extend(ids)
             self._weights.extend(vectors[i][t] for i in ids)
             self._offsets.append(len(self._case_ids))
-        # One term -> row dict serves the postings, the IDF and the model's weights: a snapshot stores and loads it once.
-        # A term with an IDF of zero or less is in no vector, so the IDF of the terms with postings is all a query needs.
+        # One term -> row dict serves the postings, the IDF and the model's weights: a snapshot stores and loads it
+        # once. A term with an IDF of zero or less is in no vector, so the IDF of the terms with postings is all a
+        # query needs.
         self._idf = array("d", (idf[t] for t in self._terms))
         self._labels = [c.labels[0] if c.labels else OUT_OF_SCOPE for c in self._cases]
         self.model: CaseModel | None = self._aligned(train(vectors, self._labels))

@@ -255,10 +255,13 @@ def _space_value(line: str, low: str, kw: str) -> list[tuple[str, float]]:
 
 
 # Where a line's step, values and progress are, and which formats it shows, depend only on its shape (every digit
-# alike: the patterns above read \\d, the key scan treats all digits the same), so the thousands of lines of one
-# shape in a long log are parsed once, into spans that are read off every other line of that shape.
-Source = tuple  # (start, end, how, arg): how "f" float of the span, "inv" a rate in s/it, "mul" times arg, "kw" a
-# space-separated keyword's value (arg: the keyword; rare, read afresh each time)
+# alike: the patterns above read \d, the key scan treats all digits the same), so the thousands of lines of one
+# shape in a long log are parsed once, into spans that are read off every other line of that shape
+# (tests/test_metric_programs.py checks this against parsing every line afresh).
+#
+# A value's source in a line: (start, end, how, arg). how: "f" the float of the span; "inv" a rate in s/it, as
+# it/s; "mul" the float times arg; "kw" the value after the space-separated keyword arg (rare: read afresh).
+Source = tuple
 
 
 @dataclass(frozen=True, slots=True)

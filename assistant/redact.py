@@ -43,7 +43,8 @@ def patterns() -> tuple[SecretPattern, ...]:
     from assistant.snapshot import cached
 
     # from a snapshot keyed by the file's content: a fresh process answers without importing a YAML parser
-    return cached("secrets", [_FILE], lambda: tuple(SecretPattern.model_validate(p) for p in load_yaml(_FILE)["patterns"]))
+    return cached("secrets", [_FILE],
+                  lambda: tuple(SecretPattern.model_validate(p) for p in load_yaml(_FILE)["patterns"]))
 
 
 def _options() -> re2.Options:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from assistant import fastre
 from assistant.errors import KnowledgeBaseError
+from assistant.snapshot import prune, touch
 from kb.taxonomy import MODE_IDS
 from kb.yamlio import YAMLError, line_of, load_yaml, where
 
@@ -309,6 +310,7 @@ class PatternSet:
                 return None, bad
             db = hs.loadb(blob, hs.HS_MODE_BLOCK)
             db.scratch = hs.Scratch(db)  # a deserialised database comes without scratch space
+            touch(path)
             return db, bad
         except (OSError, ValueError, hs.HyperscanError):
             pass  # no usable cache: compile
@@ -320,6 +322,7 @@ class PatternSet:
             tmp = path.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_bytes(json.dumps(bad).encode() + b"\n" + (hs.dumpb(db) if db is not None else b""))
             os.replace(tmp, path)
+            prune(path)  # the databases of earlier rule sets
         except OSError:
             pass  # a read-only home only costs the compile time on the next run
         return db, bad

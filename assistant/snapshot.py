@@ -5,11 +5,13 @@ pattern, the case memory's TF-IDF index) costs most of a fresh ``trainfix diagno
 loaded objects costs a few milliseconds. A snapshot's name is a sha256 over the files it was loaded
 from and over the source of the modules that load them, so any edit to a rule, record, case or to
 that code makes a new snapshot and an old one is never read. A snapshot that is missing, not ours
-or unreadable is rebuilt from the files; failing to write one only costs the load time next run.
+or unreadable is rebuilt from the files; failing to write one only costs the load time next run. Writing one
+deletes all but the most recently used few of its kind (:func:`prune`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
@@ -22,6 +24,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 FORMAT = 1
+KEEP = 8  # snapshots kept per kind: a few knowledge bases and code versions in use at once
 _CODE_DIRS = ("assistant", "kb")  # the loaders and the classes that are pickled live here
 _ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,11 +84,44 @@ def _read(path: Path):
             # Only our own regular file that nobody else can write: a snapshot is code-equivalent (pickle).
             if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
                 return None
-            return pickle.load(handle)
+            value = pickle.load(handle)
     except FileNotFoundError:
         return None
     except Exception:  # noqa: BLE001 - a damaged or stale snapshot is rebuilt, never trusted
         return None
+    touch(path)
+    return value
+
+
+def touch(path: Path) -> None:
+    """Mark a cache file as just used (its modification time): :func:`prune` keeps the most recently used."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def prune(path: Path, keep: int = KEEP) -> None:
+    """Delete all but the ``keep`` most recently used files named like ``path`` (same prefix before the digest,
+    same suffix, same length) in its directory; ``path`` itself is always kept. Every edit of the knowledge base or
+    of the code makes new snapshots and Hyperscan databases: without this the cache only grows (several MB each)."""
+    stem = path.stem
+    prefix = stem[: stem.rfind("-") + 1]
+    if not prefix:
+        return
+    found: list[tuple[float, Path]] = []
+    try:
+        for other in path.parent.iterdir():
+            if (other.name != path.name and other.name.startswith(prefix) and other.suffix == path.suffix
+                    and len(other.name) == len(path.name)):
+                with contextlib.suppress(OSError):
+                    found.append((other.stat().st_mtime, other))
+    except OSError:
+        return
+    found.sort(reverse=True)
+    for _, other in found[max(keep - 1, 0):]:
+        with contextlib.suppress(OSError):
+            other.unlink()
 
 
 def _write(path: Path, value) -> None:
@@ -96,6 +132,7 @@ def _write(path: Path, value) -> None:
         with os.fdopen(fd, "wb") as handle:
             pickle.dump(value, handle, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
+        prune(path)
     except Exception:  # noqa: BLE001 - a read-only or full cache directory only costs the load time next run
         try:
             tmp.unlink(missing_ok=True)  # type: ignore[possibly-undefined]

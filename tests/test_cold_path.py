@@ -168,3 +168,32 @@ def test_one_answer_embeds_its_query_once(tmp_path):
     assert r.search("CUDA out of memory during backward", k=3) == first
     assert Counting.queries == 1
     r.close()
+
+
+def test_writing_a_snapshot_keeps_only_the_most_recently_used_of_its_kind(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "trainfix"
+    data = tmp_path / "data.txt"
+    for i in range(snapshot.KEEP + 4):
+        data.write_text(f"version {i}", encoding="utf-8")
+        assert snapshot.cached("test", [data], lambda i=i: i) == i
+        for n, path in enumerate(sorted(cache.glob("kb-test-*.pickle"), key=lambda p: p.stat().st_mtime)):
+            os.utime(path, (n, n))  # strictly ordered times, whatever the file system's resolution
+    assert len(list(cache.glob("kb-test-*.pickle"))) == snapshot.KEEP
+    data.write_text("version 0", encoding="utf-8")  # long gone: built again
+    assert snapshot.cached("test", [data], lambda: "again") == "again"
+    # a snapshot read recently survives the writes of newer ones; other kinds are left alone
+    other = tmp_path / "other.txt"
+    other.write_text("x", encoding="utf-8")
+    snapshot.cached("other-kind", [other], lambda: 1)
+    keep = next(p for p in cache.glob("kb-test-*.pickle") if snapshot._read(p) == "again")
+    os.utime(keep, (10**9, 10**9))
+    for i in range(20, 20 + snapshot.KEEP):
+        for path in cache.glob("kb-test-*.pickle"):
+            if path != keep:
+                os.utime(path, (1, 1))
+        data.write_text(f"version {i}", encoding="utf-8")
+        snapshot.cached("test", [data], lambda: None)
+    assert keep.exists()
+    assert len(list(cache.glob("kb-test-*.pickle"))) == snapshot.KEEP
+    assert len(list(cache.glob("kb-other-kind-*.pickle"))) == 1

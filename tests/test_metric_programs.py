@@ -114,7 +114,8 @@ class Reference(MetricsAnalyser):
 def _state(a: MetricsAnalyser) -> str:
     report = a.report().model_dump()
     return repr((report, sorted(a.formats), a.entries, a.last_step, a.total_steps, a._progress_step,
-                 a._progress_line, a._epoch, a._first_low_util, a._dmon_sm, a._csv_util, sorted(a.finding_lines.items())))
+                 a._progress_line, a._epoch, a._first_low_util, a._dmon_sm, a._csv_util,
+                 sorted(a.finding_lines.items())))
 
 
 def _both(lines: list[str]) -> tuple[str, str]:
@@ -160,7 +161,8 @@ def test_generated_log_reads_the_same(tmp_path):
 
 
 TOKENS = ["loss", "grad_norm", "lr", "learning_rate", "step", "Step", "epoch", "iteration", "iter", "took", "ms", "s",
-          "sec", "it/s", "s/it", "tok/s", "samples/s", "SamplesPerSec", "[Rank 0]", "[rank1]:", "'loss'", "{", "}", ": ",
+          "sec", "it/s", "s/it", "tok/s", "samples/s", "SamplesPerSec", "[Rank 0]", "[rank1]:", "'loss'", "{", "}",
+          ": ",
           "=", ":", ", ", " | ", " ", "\t", "[", "]", "/", "%", "Default", "gpu util", "GPU-Util", "# gpu  sm  mem",
           "utilization.gpu [%]", "nan", "inf", "1e-05", "3.25", "12", "7", "152,408", "0", "lm loss", "loss scale",
           "mem_alloc", "data_time", "step_time", "OVERFLOW", "İ", "x", "100%|", "|", "00:01<00:02", "grad_l3_norm"]

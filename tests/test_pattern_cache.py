@@ -83,3 +83,14 @@ def test_without_hyperscan_re2_alone_gives_the_same_triage(tmp_path):
         runs[engine] = json.loads(proc.stdout)
     assert runs["hyperscan"]["engine"] == "hyperscan+re2" and runs["re2"]["engine"] == "re2"
     assert runs["hyperscan"]["results"] == runs["re2"]["results"]
+
+
+def test_databases_of_earlier_pattern_sets_are_pruned(tmp_path, monkeypatch):
+    from assistant import snapshot
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for i in range(snapshot.KEEP + 3):
+        PatternSet([Entry(tag="a", pattern=f"pattern number {i}")])
+    assert len(list((tmp_path / "trainfix").glob("hyperscan-*.db"))) == snapshot.KEEP
+    latest = PatternSet([Entry(tag="a", pattern=f"pattern number {snapshot.KEEP + 2}")])  # still cached: loaded
+    assert latest.hit_indexes(f"x pattern number {snapshot.KEEP + 2}".encode()) == [0]
