@@ -59,7 +59,8 @@ def merge(previous: dict, rows: list[Row], m: dict, only: str) -> tuple[list[Row
     """Re-measured rows replace theirs in the last run's table; the other rows are kept as they were.
 
     A benchmark that failed this time keeps its previous rows (marked, with the failure) rather than
-    losing its figures to one "failed" row, and the re-run is appended to the table's history.
+    losing its figures to one "failed" row. The caption says when each benchmark was last measured (why a
+    figure changed is told by the commit that re-measured it, not by the table).
     """
     old = [Row(**r) for r in previous["rows"]]
     order = list(dict.fromkeys(_bench(r) for r in old))
@@ -67,6 +68,7 @@ def merge(previous: dict, rows: list[Row], m: dict, only: str) -> tuple[list[Row
     for r in rows:
         fresh.setdefault(_bench(r), []).append(r)
     merged: list[Row] = []
+    measured = dict(previous["machine"].get("measured", {}))
     for name in order + [n for n in fresh if n not in order]:
         before = [r for r in old if _bench(r) == name]
         now = fresh.get(name)
@@ -77,16 +79,20 @@ def merge(previous: dict, rows: list[Row], m: dict, only: str) -> tuple[list[Row
             merged += [Row(**{**r.__dict__, "figure": f"{r.figure} (previous run; re-run {note})"}) for r in before]
         else:
             merged += now
-    history = "; ".join(h for h in (previous["machine"].get("rerun"), f"{m['date']}: {only} (load average "
-                                    f"{m['load_at_start']})") if h)
-    return merged, {**previous["machine"], "rerun": history}
+            measured[name] = f"{m['date']} (load average {m['load_at_start']})"
+    machine = {k: v for k, v in previous["machine"].items() if k != "rerun"}
+    return merged, {**machine, "measured": measured}
 
 
 def caption(m: dict) -> str:
-    rerun = f" Rows re-measured {m['rerun']}." if m.get("rerun") else ""
+    when: dict[str, list[str]] = {}
+    for name, date in m.get("measured", {}).items():
+        when.setdefault(date, []).append(name)
+    last = "; ".join(f"{', '.join(names)} {date}" for date, names in sorted(when.items(), reverse=True))
+    last = f" Last measured: {last}." if last else ""
     return (f"Measured {m['date']} on {m['cores']} cores, {m['ram_gib']} GiB RAM, Python {m['python']} "
             f"(load average {m['load_at_start']} at the start: the machine is shared, so every figure is next to "
-            f"its reference measured in the same run).{rerun} Regenerate with `python -m bench.all --update-readme` "
+            f"its reference measured in the same run).{last} Regenerate with `python -m bench.all --update-readme` "
             "(`make bench`).")
 
 

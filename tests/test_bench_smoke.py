@@ -35,11 +35,12 @@ def test_profile_script_runs(tmp_path):
 
 def test_rerun_keeps_other_rows_and_a_failed_benchmarks_previous_figures():
     """`bench.all --only …`: re-measured rows replace theirs, a failed re-run keeps the previous figures
-    (marked as such) and the re-run joins the table's history instead of replacing it."""
-    from bench.all import merge
+    (marked as such), and the caption says when each benchmark was last measured."""
+    from bench.all import caption, merge
     from bench.common import Row
 
-    previous = {"machine": {"date": "2026-12-03", "rerun": "2026-12-05: scan (load average 1.0)"},
+    previous = {"machine": {"date": "2026-12-03", "cores": 2, "ram_gib": 8, "python": "3.11",
+                            "load_at_start": 1.0, "measured": {"scan": "2026-12-05 (load average 1.0)"}},
                 "rows": [Row("cold", "0.5 s", command="python -m bench.cold").__dict__,
                          Row("scan", "9 s", command="python -m bench.scan").__dict__,
                          Row("retrieval 100k", "60 ms", command="python -m bench.retrieval").__dict__]}
@@ -47,5 +48,6 @@ def test_rerun_keeps_other_rows_and_a_failed_benchmarks_previous_figures():
             Row("retrieval", "failed: OSError: disk", met=False, command="python -m bench.retrieval")]
     merged, m = merge(previous, rows, {"date": "2026-12-07", "load_at_start": 0.3}, "cold,retrieval")
     assert [r.figure for r in merged] == ["0.4 s", "9 s", "60 ms (previous run; re-run failed: OSError: disk)"]
-    assert m["rerun"] == "2026-12-05: scan (load average 1.0); 2026-12-07: cold,retrieval (load average 0.3)"
+    assert m["measured"] == {"scan": "2026-12-05 (load average 1.0)", "cold": "2026-12-07 (load average 0.3)"}
     assert m["date"] == "2026-12-03"
+    assert "Last measured: cold 2026-12-07 (load average 0.3); scan 2026-12-05 (load average 1.0)." in caption(m)
