@@ -131,41 +131,20 @@ def key_values(line: str) -> list[tuple[str, float]]:
     A linear scan with string methods (no regex): for each ``:`` or ``=``, the value is the number
     after it (quotes, ``[`` and ``(`` skipped) and the key the run of key characters before it,
     shortened word by word until it is a known metric name ("train loss" in "Epoch 3 train loss").
-
-    Where the keys and values are depends only on the line's shape (every digit is alike to the scan),
-    so a long log's thousands of lines of one shape are scanned once: the spans found are replayed on
-    the others (:func:`_plan`).
+    The metric parser does not call this per line: it reads lines through their shape's program
+    (:func:`_compile`), whose spans come from the same scan (:func:`_plan`).
     """
-    shape = line.translate(_DIGITS_TO_ZERO)
-    plan = _PLANS.get(shape)
-    if plan is None:
-        plan, cacheable = _plan(line)
-        if cacheable and len(_PLANS) < MAX_PLANS:
-            _PLANS[shape] = plan
-    out: list[tuple[str, float]] = []
-    low = None
-    for step in plan:
-        if step[0] == "sep":
-            _, start, end, a, b, vs, ve = step
-            value = _num(line[vs:ve])
-            if value is None:  # cannot happen for a line of the same shape; recompute rather than guess
-                return _plan(line, replay=True)[0]
-            out.append((line[start:end].lower()[a:b], value))
-        else:
-            low = low if low is not None else line.lower()
-            out.extend(_space_value(line, low, step[1]))
-    return out
+    return _plan(line, replay=True)[0]
 
 
 _DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
-_PLANS: dict[str, list[tuple]] = {}
-MAX_PLANS = 4096  # line shapes remembered (a few per log format)
+MAX_SHAPES = 4096  # line shapes whose programs are remembered (a few per log format)
 
 
 def _plan(line: str, replay: bool = False):
     """Scan ``line``: the spans of its ``key: value`` pairs and the space-separated keywords to look for,
     and whether the plan holds for every line of its shape (no digit in a key that was looked up). With
-    ``replay`` the result is the pairs themselves."""
+    ``replay`` the result is the pairs themselves (:func:`key_values`)."""
     steps: list[tuple] = []
     out: list[tuple[str, float]] = []
     cacheable = True
@@ -428,7 +407,7 @@ class MetricsAnalyser:
         program = _PROGRAMS.get(shape)
         if program is None:
             program, cacheable = _compile(body)
-            if cacheable and len(_PROGRAMS) < MAX_PLANS:
+            if cacheable and len(_PROGRAMS) < MAX_SHAPES:
                 _PROGRAMS[shape] = program
         step = _read(body, program.step) if program.step else None
         if program.total:

@@ -1,5 +1,6 @@
-"""key_values replays the spans found on one line of a shape on every other line of that shape: the same
-pairs as scanning each line afresh (the scan as it was before the replay, kept here as the reference)."""
+"""key_values (the pairs the span scan ``_plan`` finds, which every metric line program is built from) gives the
+pairs of the plain scan kept here as the reference, on known lines, their shapes and generated lines. That a
+program made on one line of a shape reads every other line of it alike: tests/test_metric_programs.py."""
 
 from __future__ import annotations
 
@@ -112,6 +113,6 @@ def test_known_lines_and_their_shapes():
 @given(st.lists(st.sampled_from(TOKENS), max_size=30), st.lists(st.integers(0, 9), min_size=1, max_size=4))
 def test_any_line_of_any_shape(tokens, shifts):
     line = "".join(tokens)
-    for k in shifts:  # the first variant of a shape makes the plan, the others replay it
+    for k in shifts:  # the same shape with other digits
         variant = _digits(line, k)
         assert _same(key_values(variant), reference_key_values(variant)), variant

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from assistant.normalise import Chunker, CleanStats, clean_bytes, iter_chunk_lines, language, split_prefix
 
 
@@ -97,3 +100,27 @@ def test_binary_noise_is_answered_in_english_though_its_bytes_decode_partly_as_c
 def test_empty_input_has_no_lines():
     lines, stats = _lines(b"")
     assert lines == [] and stats.lines == 0
+
+
+def _strip_reference(data: bytes) -> bytes:
+    """ANSI stripping as it was before repeated codes were removed with bytes.replace: piece by piece."""
+    from assistant.normalise import _escape_length
+
+    pieces = data.split(b"\x1b")
+    return b"".join([pieces[0]] + [p[_escape_length(p):] for p in pieces[1:]])
+
+
+_ESCAPE_PARTS = [b"\x1b", b"[", b"]", b"32", b";", b"1", b"m", b"K", b"0", b"\x07", b"\n", b"\r", b"M", b"\\", b"a",
+                 b"loss 1.5", b"\x1b[32m", b"\x1b[0m", b"\x1b]0;title\x07", b"\x1b[12", b"\xe8\xae\xad"]
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(_ESCAPE_PARTS), max_size=40))
+def test_ansi_stripping_is_the_piece_by_piece_cut(parts):
+    from assistant.normalise import CleanStats, _strip_ansi
+
+    data = b"".join(parts)
+    for text in (data, data * 3, b"\x1b[32mINFO\x1b[0m x\n" * 5 + data):  # repeated codes first, then anything
+        stats = CleanStats()
+        assert _strip_ansi(text, stats) == _strip_reference(text), text
+        assert stats.ansi_codes == text.count(b"\x1b")
