@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import eq, itemgetter
 from statistics import StatisticsError
 
 from assistant import fastre
@@ -41,6 +43,11 @@ LOW_GPU_UTIL = 40.0  # percent
 MAX_FINDINGS_PER_KIND = 5
 SHORT_SERIES = 60  # rate series this short are re-checked as a whole at the end
 MAX_SAMPLES = 512  # points kept per series for trends and plots: every k-th, k doubling as the series grows
+# A long log's points wait per series and are analysed in bulk (``MetricsAnalyser.flush``): with numpy once a series
+# has WARM finite points behind it (every rolling window full) and BULK_FROM new ones, point by point otherwise.
+WARM = 64
+BULK_FROM = 256
+MAX_WAITING = 65536  # points waiting for a flush, at most (whoever feeds the analyser, memory stays bounded)
 
 # A prefilter for lines worth parsing (used by the one-pass scanner).
 # Lines with only step/lr (e.g. DeepSpeed's per-rank "step=…, lr=[…]") are not parsed: they carry
@@ -138,6 +145,7 @@ def key_values(line: str) -> list[tuple[str, float]]:
 
 
 _DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
+_BYTE_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")  # the same shape of the encoded line, faster
 MAX_SHAPES = 4096  # line shapes whose programs are remembered (a few per log format)
 
 
@@ -255,7 +263,7 @@ class _Program:
     table: bool = False  # an nvidia-smi table header (a '#' comment or a utilization.gpu CSV header)
 
 
-_PROGRAMS: dict[str, _Program] = {}
+_PROGRAMS: dict[bytes, _Program] = {}  # by the UTF-8 of the line's shape
 
 
 def _read(line: str, source: Source) -> float:
@@ -362,6 +370,7 @@ class _Series:
     early: list = field(default_factory=list)  # first SHORT_SERIES points (value, step, line, text) of rate series
     samples: list = field(default_factory=list)  # (step or entry index, value, line): at most MAX_SAMPLES, evenly thinned
     stride: int = 1
+    finite: int = 0  # finite points of this rank seen (analysed)
 
     def sample(self, step: float | None, value: float, line: int, text: tuple[str | None, str]) -> None:
         """Keep every ``stride``-th point (with its line's rank and text, for evidence); when full, drop every
@@ -375,9 +384,14 @@ class _Series:
 
 
 class MetricsAnalyser:
-    """Feed lines one by one (``feed``); ``report()`` gives series summaries and findings."""
+    """Feed lines one by one (``feed``); ``report()`` gives series summaries and findings.
 
-    def __init__(self) -> None:
+    With ``batch`` (the default) a series' points wait until :meth:`flush` (``report()`` flushes), which analyses a
+    long run of them with numpy: the same findings, summaries and samples as point by point
+    (``tests/test_metric_bulk.py``), a check replayed exactly wherever the vectorised screen says it might fire.
+    """
+
+    def __init__(self, batch: bool = True) -> None:
         self.series: dict[str, _Series] = {}
         self.findings: list[MetricFinding] = []
         self._counts: dict[str, int] = {}
@@ -396,6 +410,11 @@ class MetricsAnalyser:
         # Called with (series, value, step, line number, line text) for every point of a series (one rank): lets a
         # watcher follow each series as it streams past without holding it (``assistant.watch``).
         self.on_point: Callable[[str, float, float | None, int, str], None] | None = None
+        self._pending: dict[str, list] | None = {} if batch else None  # series -> points waiting for flush()
+        self._seq = 0  # stream order of the points fed
+        self._waiting = 0  # points in _pending
+        self._order: tuple[int, int] = (0, 0)  # (point, check) a finding is made at: sorts those of one flush
+        self._deferred: list | None = None  # findings of a flush, kept in stream order once it is done
 
     # -- parsing ----------------------------------------------------------------------------
     def feed(self, number: int, body: str, rank: str | None = None) -> None:
@@ -403,7 +422,7 @@ class MetricsAnalyser:
         if len(body) > 4000:
             body = body[:4000]
         self._line = (rank, body)
-        shape = body.translate(_DIGITS_TO_ZERO)
+        shape = body.encode("utf-8", "surrogatepass").translate(_BYTE_DIGITS_TO_ZERO)
         program = _PROGRAMS.get(shape)
         if program is None:
             program, cacheable = _compile(body)
@@ -418,7 +437,8 @@ class MetricsAnalyser:
             self.formats.update(program.formats)
         if program.key_value and "megatron" not in self.formats and "tqdm" not in self.formats:
             self.formats.add("key-value")
-        values = {name: _read(body, source) for name, source in program.values}
+        values = {name: float(body[source[0]:source[1]]) if source[2] == "f" else _read(body, source)
+                  for name, source in program.values}
         if program.util:
             self._gpu_util(number, _read(body, program.util), rank)
         if program.table or self._dmon_sm is not None or self._csv_util:
@@ -435,6 +455,57 @@ class MetricsAnalyser:
             self._add(name, v, step, number, rank)
         if step is not None:
             self.last_step = step if self.last_step is None else max(self.last_step, step)
+
+    def feed_lines(self, lines: Iterable[tuple[int, str, str | None]]) -> None:
+        """``feed`` each ``(number, body, rank)`` in order: the same state as one ``feed`` call per line, with the
+        common case (a known shape, no GPU table) inlined and the points queued for :meth:`flush` directly."""
+        if self._pending is None or self.on_point is not None:
+            for number, body, rank in lines:
+                self.feed(number, body, rank)
+            return
+        programs, shape_of, formats, series = _PROGRAMS, _BYTE_DIGITS_TO_ZERO, self.formats, self.series
+        for number, body, rank in lines:
+            if len(body) > 4000:
+                body = body[:4000]
+            program = programs.get(body.encode("utf-8", "surrogatepass").translate(shape_of))
+            if program is None or program.util or program.table or self._dmon_sm is not None or self._csv_util:
+                self.feed(number, body, rank)
+                continue
+            line = self._line = (rank, body)
+            src = program.step
+            step = (float(body[src[0]:src[1]]) if src[2] == "f" else _read(body, src)) if src else None
+            if program.total:
+                self.total_steps = _read(body, program.total)
+            if program.progress:
+                self._progress_step, self._progress_line = _read(body, program.progress), number
+            if program.formats:
+                formats.update(program.formats)
+            if program.key_value and "megatron" not in formats and "tqdm" not in formats:
+                formats.add("key-value")
+            values = {name: float(body[source[0]:source[1]]) if source[2] == "f" else _read(body, source)
+                      for name, source in program.values}
+            epoch = self._epoch = values.pop("epoch", None)
+            if not values:
+                continue
+            self.entries += 1
+            if step is None and self._progress_step is not None and number - self._progress_line <= 50:
+                step = self._progress_step
+            if step is None and set(values) == {"loss_scale"} and self.last_step is not None:
+                step = self.last_step
+            pending = self._pending
+            for name, value in values.items():
+                if name not in series:
+                    series[name] = _Series(name, rank)
+                self._seq += 1
+                queue = pending.get(name)
+                if queue is None:
+                    queue = pending[name] = []
+                queue.append((value, step, number, rank, line, epoch, self._seq))
+            self._waiting += len(values)
+            if self._waiting >= MAX_WAITING:
+                self.flush()
+            if step is not None:
+                self.last_step = step if self.last_step is None else max(self.last_step, step)
 
     def _nvidia_tables(self, number: int, body: str, low: str, rank: str | None) -> None:
         # `nvidia-smi dmon` (header "# gpu ... sm mem ...", rows of numbers; the guide's §6 command) and
@@ -463,18 +534,22 @@ class MetricsAnalyser:
         s = self.series.get(name)
         if s is None:
             s = self.series[name] = _Series(name, rank)
+        if self._pending is not None and self.on_point is None:
+            self._seq += 1
+            pending = self._pending.get(name)
+            if pending is None:
+                pending = self._pending[name] = []
+            pending.append((value, step, number, rank, self._line, self._epoch, self._seq))
+            self._waiting += 1
+            if self._waiting >= MAX_WAITING:
+                self.flush()
+            return
+        self._add_point(s, name, value, step, number, rank)
+
+    def _add_point(self, s: _Series, name: str, value: float, step: float | None, number: int,
+                   rank: str | None) -> None:
         if not math.isfinite(value):
-            if name == "loss":
-                self._finding("nan-onset", name, step, number, value, None,
-                              f"loss is {value} at {self._where(step, s.points)}")
-            elif name == "grad_norm" and math.isnan(value):
-                # NaN (not inf) gradients mean NaN already reached the weights or the loss — even when
-                # the Trainer's logging_nan_inf_filter hides the NaN loss itself.
-                self._finding("nan-onset", name, step, number, value, None,
-                              f"gradient norm is nan at {self._where(step, s.points)}")
-            elif name == "grad_norm":
-                self._finding("grad-explosion", name, step, number, value, None,
-                              f"gradient norm is {value} at {self._where(step, s.points)}")
+            self._non_finite(s, name, value, step, number)
         if s.rank != rank:
             return  # other ranks repeat the same series; NaN/inf above is still checked for every rank
         s.points += 1
@@ -486,6 +561,7 @@ class MetricsAnalyser:
             self.on_point(name, value, step, number, self._line[1])
         if not math.isfinite(value):
             return
+        s.finite += 1
         if name in THROUGHPUT_KEYS or name == "it/s":
             self._check_drop(s, value, step, number, falling=True)
             return
@@ -497,6 +573,19 @@ class MetricsAnalyser:
         elif name == "grad_norm":
             self._check_explosion(s, value, step, number)
         s.window.append(value)
+
+    def _non_finite(self, s: _Series, name: str, value: float, step: float | None, number: int) -> None:
+        if name == "loss":
+            self._finding("nan-onset", name, step, number, value, None,
+                          f"loss is {value} at {self._where(step, s.points)}")
+        elif name == "grad_norm" and math.isnan(value):
+            # NaN (not inf) gradients mean NaN already reached the weights or the loss — even when
+            # the Trainer's logging_nan_inf_filter hides the NaN loss itself.
+            self._finding("nan-onset", name, step, number, value, None,
+                          f"gradient norm is nan at {self._where(step, s.points)}")
+        elif name == "grad_norm":
+            self._finding("grad-explosion", name, step, number, value, None,
+                          f"gradient norm is {value} at {self._where(step, s.points)}")
 
     @staticmethod
     def _robust(window: deque) -> tuple[float, float]:
@@ -538,6 +627,9 @@ class MetricsAnalyser:
 
     def _check_explosion(self, s: _Series, x: float, step: float | None, number: int) -> None:
         self._check_growth(s, x, step, number)
+        self._check_jump(s, x, step, number)
+
+    def _check_jump(self, s: _Series, x: float, step: float | None, number: int) -> None:
         if len(s.window) < FEW_POINTS:
             return
         med = median(s.window)
@@ -610,18 +702,211 @@ class MetricsAnalyser:
             self._first_low_util = (number, value)
             self.finding_lines[number] = self._line
 
+    # -- bulk analysis ----------------------------------------------------------------------
+    # A check's outcome depends on the window of points before it, which the arrays of a flush hold: numpy screens
+    # every point at once with a test looser than the check's first (cheapest) rejection, and the check itself runs,
+    # unchanged, on the few points that pass, with the series' state set as it was at that point.
+
+    def flush(self) -> None:
+        """Analyse the points waiting since the last flush (``report()`` flushes; the one-pass scanner flushes after
+        every chunk, so what waits stays bounded)."""
+        if not self._pending:
+            return
+        pending, self._pending, self._waiting = self._pending, {}, 0
+        line, epoch = self._line, self._epoch
+        self._deferred = []
+        try:
+            for name, points in pending.items():
+                self._flush_series(self.series[name], name, points)
+            deferred = sorted(self._deferred, key=lambda d: d[0])  # stream order: the kept five of a kind
+        finally:
+            self._deferred = None
+            self._line, self._epoch = line, epoch
+        for _, item in deferred:
+            self._keep(*item)
+
+    def _flush_series(self, s: _Series, name: str, points: list) -> None:
+        k, n = 0, len(points)
+        while k < n and s.finite < WARM:
+            self._point(s, name, points[k])
+            k += 1
+        if n - k >= BULK_FROM:
+            self._bulk(s, name, points[k:] if k else points)
+        else:
+            for point in points[k:]:
+                self._point(s, name, point)
+
+    def _point(self, s: _Series, name: str, point: tuple) -> None:
+        value, step, number, rank, self._line, self._epoch, seq = point
+        self._order = (seq, 0)
+        self._add_point(s, name, value, step, number, rank)
+
+    def _at(self, s: _Series, point: tuple, points_after: int, check: int = 0) -> tuple:
+        """Set the analyser as it was at ``point`` (after its own count); its value, step and line number."""
+        value, step, number, _, self._line, self._epoch, seq = point
+        self._order = (seq, check)
+        s.points = points_after
+        return value, step, number
+
+    def _bulk(self, s: _Series, name: str, points: list) -> None:
+        import numpy as np
+
+        n = len(points)
+        vals = np.fromiter(map(itemgetter(0), points), float, n)
+        ok = np.fromiter(map(eq, map(itemgetter(3), points), repeat(s.rank)), bool, n)
+        finite = np.isfinite(vals)
+        p0 = s.points
+        after = p0 + np.cumsum(ok)  # the series' count after each point (as _where reads it)
+        if name in ("loss", "grad_norm"):
+            for i in np.flatnonzero(~finite).tolist():  # NaN and inf count on every rank, before the rank test
+                value, step, number = self._at(s, points[i], int(after[i]) - int(ok[i]))
+                self._non_finite(s, name, value, step, number)
+        oks = np.flatnonzero(ok).tolist()
+        s.points = p0
+        if not oks:
+            return
+        if s.first_step is None:
+            s.first_step = next((points[i][1] for i in oks if points[i][1] is not None), None)
+        s.last_step, s.last_value = points[oks[-1]][1], points[oks[-1]][0]
+        self._bulk_samples(s, points, oks, p0)
+        end = p0 + len(oks)
+        fin = np.flatnonzero(ok & finite)
+        if len(fin):
+            f = vals[fin]
+            s.finite += len(fin)
+            at = points if len(fin) == n else [points[i] for i in fin.tolist()]
+            pts = after[fin].tolist()
+            if name in THROUGHPUT_KEYS or name == "it/s" or name == "step_time":
+                self._bulk_drop(s, f, at, pts, falling=name != "step_time")
+            elif name == "loss":
+                self._bulk_spike(s, f, at, pts)
+            elif name == "grad_norm":
+                self._bulk_explosion(s, f, at, pts)
+            else:
+                s.window.extend(f[-WINDOW:].tolist())
+        s.points = end
+
+    @staticmethod
+    def _bulk_samples(s: _Series, points: list, oks: list[int], p0: int) -> None:
+        # the points _Series.sample keeps: the j-th of this rank has count p0 + j + 1, kept when p0 + j is a multiple
+        # of the stride (which doubles whenever the samples fill up)
+        j, m = (-p0) % s.stride, len(oks)
+        while j < m:
+            value, step, number, _, text, _, _ = points[oks[j]]
+            s.samples.append((step if step is not None else float(p0 + j + 1), value, number, text))
+            if len(s.samples) >= MAX_SAMPLES:
+                s.samples = s.samples[::2]
+                s.stride *= 2
+            j += 1
+            j += (-(p0 + j)) % s.stride
+
+    @staticmethod
+    def _history(s: _Series, f):
+        import numpy as np
+
+        return np.concatenate((np.fromiter(s.window, float, len(s.window)), f))
+
+    @staticmethod
+    def _rolling_median(h, width: int, rows=None):
+        import numpy as np
+        from numpy.lib.stride_tricks import sliding_window_view
+
+        view = sliding_window_view(h, width)
+        return np.median(view if rows is None else view[rows], axis=1)
+
+    def _bulk_spike(self, s: _Series, f, at: list, pts: list) -> None:
+        import numpy as np
+
+        h, w = self._history(s, f), len(s.window)  # the window before the k-th new point is h[k : k + w]
+        med = self._rolling_median(h, w)[: len(f)]
+        loose = np.abs(med) * 0.12 - 1e-9 * (np.abs(med) + np.abs(f))
+        for k in np.flatnonzero(f > med + loose).tolist():
+            s.window = deque(h[k : k + w].tolist(), maxlen=WINDOW)
+            self._check_spike(s, *self._at(s, at[k], pts[k]))
+        s.window = deque(h[-WINDOW:].tolist(), maxlen=WINDOW)
+
+    def _bulk_explosion(self, s: _Series, f, at: list, pts: list) -> None:
+        import numpy as np
+
+        h, w = self._history(s, f), len(s.window)
+        if not s.grew:
+            # _check_growth at the k-th new point sees the trend h[i - GROWTH_RUN : i + 1], i = w + k
+            up = np.concatenate(([0], np.cumsum(np.diff(h) > 0)))
+            i = w + np.arange(len(f))
+            rises = up[i] - up[i - GROWTH_RUN]
+            floor = GROWTH_RATIO * max(median(s.head), 1e-8) * (1 - 1e-9)
+            for k in np.flatnonzero((rises >= GROWTH_RISES) & (f >= floor)).tolist():
+                s.trend = deque(h[w + k - GROWTH_RUN : w + k].tolist(), maxlen=GROWTH_RUN + 1)
+                self._check_growth(s, *self._at(s, at[k], pts[k]))
+                if s.grew:
+                    break
+        med = self._rolling_median(h, w)[: len(f)]
+        for k in np.flatnonzero(f > EXPLOSION_RATIO * np.maximum(med, 1e-8) * (1 - 1e-9)).tolist():
+            s.window = deque(h[k : k + w].tolist(), maxlen=WINDOW)
+            self._check_jump(s, *self._at(s, at[k], pts[k], 1))
+        s.window = deque(h[-WINDOW:].tolist(), maxlen=WINDOW)
+        s.trend = deque(h[-(GROWTH_RUN + 1):].tolist(), maxlen=GROWTH_RUN + 1)
+
+    def _bulk_drop(self, s: _Series, f, at: list, pts: list, falling: bool) -> None:
+        import numpy as np
+
+        # A rate series' window lags RECENT - 1 points behind: at the k-th new point (i = 54 + k in h) the check sees
+        # the window h[k : k + 50] and the recent points h[50 + k : 55 + k]. h[49] is both window[-1] and recent[0].
+        old = list(s.recent)
+        w, lag = len(s.window), RECENT - 1
+        h = np.concatenate((np.fromiter(s.window, float, w), np.fromiter((r[0] for r in old[1:]), float, lag), f))
+
+        def meta(i: int) -> tuple:
+            if i < w + lag:
+                return old[i - w + 1]
+            value, step, number, _, line, _, _ = at[i - w - lag]
+            return value, step, number, line
+
+        if not s.dropped:
+            n = len(f)
+            refresh = np.flatnonzero(np.asarray(pts) % 8 == 0)
+            base = np.full(n, s.base, dtype=float)
+            if len(refresh):
+                medw = self._rolling_median(h, w, refresh)
+                last = np.searchsorted(refresh, np.arange(n), side="right") - 1
+                base = np.where(last >= 0, medw[np.maximum(last, 0)], base)
+            now = self._rolling_median(h[w:], RECENT)[:n]
+            slack = 1e-9 * (np.abs(now) + np.abs(base))
+            bad = now < DROP_RATIO * base + slack if falling else now > base / DROP_RATIO - slack
+            base0, ref = s.base, refresh.tolist()
+            for k in np.flatnonzero(bad).tolist():
+                s.window = deque(h[k : k + w].tolist(), maxlen=WINDOW)
+                s.recent = deque([meta(i) for i in range(w + k, w + lag + k)], maxlen=RECENT)
+                before = [r for r in ref if r < k]
+                s.base = median(h[before[-1] : before[-1] + w].tolist()) if before else base0
+                self._check_drop(s, *self._at(s, at[k], pts[k]), falling=falling)
+                if s.dropped:
+                    break
+            if not s.dropped:
+                s.base = median(h[ref[-1] : ref[-1] + w].tolist()) if ref else base0
+        s.window = deque(h[-(w + lag):-lag].tolist(), maxlen=WINDOW)
+        s.recent = deque([meta(i) for i in range(len(h) - RECENT, len(h))], maxlen=RECENT)
+
     @staticmethod
     def _where(step: float | None, index: int) -> str:
         return f"step {step:g}" if step is not None else f"log entry {index + 1}"
 
     def _finding(self, kind: str, series: str, step: float | None, number: int, value: float,
                  baseline: float | None, detail: str, text: tuple[str | None, str] | None = None) -> None:
+        item = (kind, series, step, number, value, baseline, detail, text or self._line, self._epoch)
+        if self._deferred is not None:
+            self._deferred.append((self._order, item))
+        else:
+            self._keep(*item)
+
+    def _keep(self, kind: str, series: str, step: float | None, number: int, value: float, baseline: float | None,
+              detail: str, text: tuple[str | None, str], epoch: float | None) -> None:
         n = self._counts.get(kind, 0)
         self._counts[kind] = n + 1
         if n < MAX_FINDINGS_PER_KIND:
-            self.finding_lines[number] = text or self._line
+            self.finding_lines[number] = text
             self.findings.append(MetricFinding(kind=kind, series=series, step=step, line=number, value=value,
-                                               baseline=baseline, detail=detail, epoch=self._epoch))
+                                               baseline=baseline, detail=detail, epoch=epoch))
 
     def _short_series_drops(self) -> list[MetricFinding]:
         # Too short for the rolling check (a pasted excerpt): a drop counts if, from some point on,
@@ -675,6 +960,7 @@ class MetricsAnalyser:
 
     def report(self) -> MetricsReport:
         """Series summaries and findings so far."""
+        self.flush()
         findings = list(self.findings) + self._short_series_drops() + self._short_series_spikes()
         s = self.series.get("gpu_util")
         if s and s.window and self._first_low_util is not None:
@@ -697,6 +983,7 @@ class MetricsAnalyser:
 
     def line_text(self, line: int) -> tuple[str | None, str]:
         """(rank, text) of an input line a finding or a kept sample is on; ``(None, "")`` if not kept."""
+        self.flush()
         if line in self.finding_lines:
             return self.finding_lines[line]
         for s in self.series.values():
@@ -707,4 +994,5 @@ class MetricsAnalyser:
 
     def count(self, kind: str) -> int:
         """How many findings of ``kind`` were seen (including those not kept)."""
+        self.flush()
         return self._counts.get(kind, 0)

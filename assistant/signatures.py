@@ -386,9 +386,14 @@ class PatternSet:
 
     def scan(self, data: bytes) -> Iterator[tuple[int, int, int]]:
         """Yield ``(entry index, start, end)`` byte spans of matches in ``data`` (unordered)."""
-        for i in self.hit_indexes(data):
-            for start, end in fastre.byte_spans(self._re2(i), data, self.entries[i].max_matches):
+        for i, spans in self.spans(data):
+            for start, end in spans:
                 yield i, start, end
+
+    def spans(self, data: bytes) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+        """``(entry index, its match spans in order)`` for each entry found in ``data``."""
+        for i in self.hit_indexes(data):
+            yield i, fastre.byte_spans(self._re2(i), data, self.entries[i].max_matches)
 
 
 @dataclass(slots=True)

@@ -217,7 +217,14 @@ class Scanner:
         for offset, piece in enumerate(pieces):
             self.tail.append((first + offset, piece[:8000]))  # decoded in kept_lines(): most lines fall out unread
 
-        matches = sorted(self.engine.patterns.scan(data), key=lambda m: m[1])
+        matches: list[tuple[int, int, int]] = []
+        kinds = self.engine.kinds
+        for idx, spans in self.engine.patterns.spans(data):
+            if kinds[idx] == "metric":
+                self._metric_lines(chunk, spans)
+            else:
+                matches.extend((idx, start, end) for start, end in spans)
+        matches.sort(key=lambda m: m[1])
         line_no = chunk.first_line
         pos = 0
         line_cache: dict[int, tuple[int, str]] = {}
@@ -232,11 +239,9 @@ class Scanner:
                 cached = (line_no, decode(raw_line))
                 line_cache[ls] = cached
             number, text = cached
-            kind = self.engine.kinds[idx]
+            kind = kinds[idx]
             tag = self.engine.patterns.entries[idx].tag
-            if kind == "metric":
-                self._metric(number, text)
-            elif kind == "keep":
+            if kind == "keep":
                 self._flag(number, text)
             elif kind == "rule":
                 self._rule_hit(tag[5:], number, text, decode(data[start:end]), data[max(ls, start - 240):start])
@@ -244,16 +249,28 @@ class Scanner:
                 self._outside_hit(tag[8:], number, text)
             else:
                 self.signals.add(tag, number, text[:4000], self.engine.tree)
+        if not self._metric_failed:
+            try:
+                self.metrics.flush()  # the chunk's metric points, analysed in bulk
+            except STAGE_ERRORS as err:
+                self._metric_failed = True
+                self.warnings.append(f"metrics stage failed after line {line_no}: {err}")
 
-    def _metric(self, number: int, text: str) -> None:
+    def _metric_lines(self, chunk: Chunk, spans: list[tuple[int, int]]) -> None:
+        """The metric lines of a chunk (their pattern spans whole lines), parsed in one call to the analyser."""
         if self._metric_failed:
             return
+        data = chunk.data
+        line_no, lines = chunk.first_line, []
         try:
-            rank, body = split_prefix(text[:4000])
-            self.metrics.feed(number, body, rank)
+            for number, ls, le in _lines_of(data, spans, chunk.first_line):
+                line_no = number
+                rank, body = split_prefix(decode(data[ls:le])[:4000])
+                lines.append((number, body, rank))
+            self.metrics.feed_lines(lines)
         except STAGE_ERRORS as err:  # a failing stage warns and the rest runs
             self._metric_failed = True
-            self.warnings.append(f"metrics stage failed at line {number}: {err}")
+            self.warnings.append(f"metrics stage failed in lines {chunk.first_line}-{line_no}: {err}")
 
     def _flag(self, number: int, text: str) -> None:
         if number in self.flagged:
@@ -292,6 +309,29 @@ class Scanner:
         for line in [*self.head, *self.flagged.values(), *(_kept(n, raw) for n, raw in self.tail)]:
             by_number.setdefault(line.number, line)
         return [by_number[n] for n in sorted(by_number)]
+
+
+BULK_LINES = 2000  # spans from which a chunk's newlines are indexed with numpy rather than counted span by span
+
+
+def _lines_of(data: bytes, spans: list[tuple[int, int]], first_line: int) -> list[tuple[int, int, int]]:
+    """``(line number, line start, line end)`` of the line each span (in order) starts on."""
+    if len(spans) < BULK_LINES:
+        out, line_no, pos = [], first_line, 0
+        for start, _ in spans:
+            line_no += data.count(b"\n", pos, start)
+            pos = start
+            le = data.find(b"\n", start)
+            out.append((line_no, data.rfind(b"\n", 0, start) + 1, len(data) if le < 0 else le))
+        return out
+    import numpy as np
+
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    starts = np.fromiter((s for s, _ in spans), dtype=np.int64, count=len(spans))
+    before = np.searchsorted(newlines, starts)  # newlines before each start: its line's index in the chunk
+    bounds = np.append(newlines, len(data))
+    line_starts = np.where(before > 0, bounds[np.maximum(before - 1, 0)] + 1, 0)
+    return list(zip((before + first_line).tolist(), line_starts.tolist(), bounds[before].tolist()))
 
 
 def _kept(number: int, raw: bytes) -> KeptLine:

@@ -119,11 +119,17 @@ def _state(a: MetricsAnalyser) -> str:
 
 
 def _both(lines: list[str]) -> tuple[str, str]:
-    new, ref = MetricsAnalyser(), Reference()
+    """The state after reading ``lines`` through programs and after the reference parse; reading them all in one
+    ``feed_lines`` call (as the one-pass scanner does) must give the same state as one ``feed`` per line."""
+    new, many, ref = MetricsAnalyser(), MetricsAnalyser(), Reference()
+    batch = []
     for number, line in enumerate(lines, 1):
         rank, body = split_prefix(line)
         new.feed(number, body, rank)
         ref.feed(number, body, rank)
+        batch.append((number, body, rank))
+    many.feed_lines(batch)
+    assert _state(many) == _state(new)
     return _state(new), _state(ref)
 
 

@@ -99,12 +99,19 @@ def test_nvidia_smi_low_utilisation():
     assert high.findings == []
 
 
-def test_memory_is_bounded_by_the_window():
+def test_memory_is_bounded_by_the_window(monkeypatch):
+    import assistant.metrics as M
+
+    monkeypatch.setattr(M, "MAX_WAITING", 1000)  # points waiting for a bulk flush: flushed when this many wait
     a = MetricsAnalyser()
+    waiting = 0
     for i in range(20000):
         a.feed(i + 1, f"step={i} loss={2.0 + (i % 7) * 0.01}")
+        waiting = max(waiting, sum(map(len, a._pending.values())))
+    assert 0 < waiting < 1000
     s = a.series["loss"]
-    assert s.points == 20000 and len(s.window) <= 50
+    assert len(s.window) <= 50 and len(s.samples) <= M.MAX_SAMPLES
+    assert a.report().series[0].points == s.points == 20000
 
 
 def test_short_paste_with_a_large_spike():
