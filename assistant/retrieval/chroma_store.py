@@ -13,7 +13,7 @@ import fcntl
 import shutil
 import time
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +26,11 @@ from assistant.retrieval.manifest import MANIFEST_NAME
 
 # Chroma refuses batches above ~5461 items; stay well below.
 SLICE = 5000
+# An embedded collection of at most this many vectors is searched exactly, in process (ExactVectors): at the packaged
+# knowledge base's ~2,600 chunks that takes well under a millisecond where Chroma's HNSW query took ~4 ms, and it
+# returns the true nearest (HNSW's approximate top 50 differed past rank 14 in 34 of 600 dev queries, stop 28).
+# Larger collections and a Chroma server are queried through Chroma.
+EXACT_MAX = 20_000
 _NAME_BAD = re2.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -133,11 +138,15 @@ def _chroma_settings() -> Any:
 class ChromaStore:
     """One collection of chunk vectors. Methods raise :class:`ChromaFailure` on any Chroma error."""
 
-    def __init__(self, loc: IndexLocation, embedding_function: Any) -> None:
+    def __init__(self, loc: IndexLocation, embedding_function: Any, kinds: Mapping[str, str] | None = None) -> None:
+        """``kinds``: chunk id -> kind of every chunk the index should hold (the knowledge base knows them); with
+        it, an embedded collection of at most :data:`EXACT_MAX` chunks is searched exactly in process."""
         self.loc = loc
         self._ef = embedding_function
         self._client: Any = None
         self._collection: Any = None
+        self._kinds = kinds
+        self._exact: ExactVectors | None | bool = None  # loaded on the first query; False: search through Chroma
 
     # -- connection -------------------------------------------------------------------------
 
@@ -187,7 +196,7 @@ class ChromaStore:
 
     def close(self) -> None:
         """Release the client (embedded: the SQLite handles of this process)."""
-        client, self._client, self._collection = self._client, None, None
+        client, self._client, self._collection, self._exact = self._client, None, None, None
         if client is not None and self.loc.mode == "embedded":
             # close() is reference counted: other clients of this directory in the process keep working.
             with contextlib.suppress(ChromaFailure), chroma_errors("closing"):
@@ -241,7 +250,14 @@ class ChromaStore:
         return out
 
     def query(self, vector: Sequence[float], n: int, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
-        """(chunk id, cosine distance) of the ``n`` nearest vectors, nearest first (only ``kinds`` if given)."""
+        """(chunk id, cosine distance) of the ``n`` nearest vectors, nearest first (only ``kinds`` if given).
+
+        An embedded collection of at most :data:`EXACT_MAX` vectors, opened with the chunks' kinds, is read once and
+        searched exactly in process (re-read after a write through this store; a rebuild by another process makes
+        the retriever open a new store); anything else asks Chroma."""
+        exact = self._exact_vectors()
+        if exact is not None:
+            return exact.nearest(vector, n, kinds)
         col = self.collection()
         where = {"kind": {"$in": list(kinds)}} if kinds else None
         with chroma_errors("querying vectors"):
@@ -249,6 +265,35 @@ class ChromaStore:
             # 100k chunks the count cost 25 ms a query (bench/results/profile-retrieval.txt).
             res = col.query(query_embeddings=[list(vector)], n_results=n, include=["distances"], where=where)
         return list(zip(res["ids"][0], (float(d) for d in res["distances"][0])))
+
+    def _exact_vectors(self) -> ExactVectors | None:
+        if self._exact is None:
+            if self.loc.mode != "embedded" or self._kinds is None or len(self._kinds) > EXACT_MAX:
+                self._exact = False
+                return None
+            col = self.collection()
+            ids: list[str] = []
+            vectors: list[Any] = []
+            with chroma_errors("querying vectors"):
+                # The vectors alone (reading the metadata too costs three times as much): kinds come from the
+                # knowledge base, and from the stored metadata only for an id it does not know.
+                while len(ids) <= EXACT_MAX:
+                    got = col.get(include=["embeddings"], limit=SLICE, offset=len(ids))
+                    if not got["ids"]:
+                        break
+                    ids += got["ids"]
+                    vectors += list(got["embeddings"])
+                if len(ids) > EXACT_MAX:
+                    self._exact = False
+                    return None
+                kinds = dict(self._kinds)
+                unknown = [cid for cid in ids if cid not in kinds]
+                for i in range(0, len(unknown), SLICE):
+                    got = col.get(ids=unknown[i:i + SLICE], include=["metadatas"])
+                    for cid, meta in zip(got["ids"], got["metadatas"] or []):
+                        kinds[cid] = str((meta or {}).get("kind", ""))
+            self._exact = ExactVectors(ids, vectors, [kinds.get(cid, "") for cid in ids])
+        return self._exact if isinstance(self._exact, ExactVectors) else None
 
     def probes_ok(self, probe_ids: Sequence[str]) -> str | None:
         """``None`` if each probe's stored vector finds the probe again; else what went wrong.
@@ -280,6 +325,7 @@ class ChromaStore:
     # -- writes -----------------------------------------------------------------------------
 
     def upsert(self, ids: list[str], vectors: list[list[float]], documents: list[str], metadatas: list[dict]) -> None:
+        self._exact = None
         col = self.collection(create=True)
         with chroma_errors("writing vectors"):
             for i in range(0, len(ids), SLICE):
@@ -287,6 +333,7 @@ class ChromaStore:
                            documents=documents[i:i + SLICE], metadatas=metadatas[i:i + SLICE])
 
     def delete(self, ids: list[str]) -> None:
+        self._exact = None
         col = self.collection(create=True)
         with chroma_errors("deleting vectors"):
             for i in range(0, len(ids), SLICE):
@@ -294,6 +341,7 @@ class ChromaStore:
 
     def wipe(self) -> None:
         """Remove the index completely (embedded: the directory; server: this collection only)."""
+        self._exact = None
         if self.loc.mode == "embedded":
             self.close()
             self._forget_system()
@@ -322,3 +370,49 @@ class ChromaStore:
                     client.delete_collection(c.name)
                     dropped.append(c.name)
         return dropped
+
+
+class ExactVectors:
+    """Every vector of a small collection in one matrix: the exact nearest by cosine distance, as Chroma's cosine
+    space defines it (1 - cosine similarity), ties in storage order."""
+
+    def __init__(self, ids: Sequence[str], vectors: Sequence[Any], kinds: Sequence[str]) -> None:
+        import numpy as np
+
+        matrix = np.asarray(vectors, dtype=np.float64) if len(ids) else np.zeros((0, 1))
+        norms = np.linalg.norm(matrix, axis=1)
+        self._matrix = matrix / np.where(norms > 0, norms, 1.0)[:, None]
+        self._ids = list(ids)
+        self._kinds = np.asarray(kinds, dtype=object)
+        self._rows: dict[frozenset[str], Any] = {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def nearest(self, vector: Sequence[float], n: int, kinds: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        import numpy as np
+
+        if not self._ids or n <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float64)
+        norm = np.linalg.norm(query)
+        distances = 1.0 - self._matrix @ (query / norm if norm > 0 else query)
+        if kinds:
+            key = frozenset(kinds)
+            rows = self._rows.get(key)
+            if rows is None:
+                rows = self._rows[key] = np.flatnonzero(np.isin(self._kinds, list(key)))
+            distances_of = distances[rows]
+        else:
+            rows, distances_of = None, distances
+        if not len(distances_of):
+            return []
+        if n < len(distances_of):
+            kth = np.partition(distances_of, n - 1)[n - 1]  # the n-th smallest: all below it, then ties in order
+            below = np.flatnonzero(distances_of < kth)
+            top = np.concatenate((below, np.flatnonzero(distances_of == kth)[: n - len(below)]))
+            top = top[np.lexsort((top, distances_of[top]))]
+        else:
+            top = np.lexsort((np.arange(len(distances_of)), distances_of))
+        picked = top if rows is None else rows[top]
+        return [(self._ids[i], float(distances[i])) for i in picked.tolist()]

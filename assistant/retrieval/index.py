@@ -90,7 +90,7 @@ class KnowledgeBase:
         return cls(recs, pas, chunks, hashes, embedder, loc, Path(settings.data_dir).expanduser())
 
     def store(self) -> ChromaStore:
-        return ChromaStore(self.loc, chroma_embedding_function(self.embedder))
+        return ChromaStore(self.loc, chroma_embedding_function(self.embedder), {c.id: c.kind for c in self.chunks})
 
 
 @dataclass
