@@ -27,10 +27,11 @@ from assistant.retrieval.manifest import MANIFEST_NAME
 # Chroma refuses batches above ~5461 items; stay well below.
 SLICE = 5000
 # An embedded collection of at most this many vectors is searched exactly, in process (ExactVectors): at the packaged
-# knowledge base's ~2,600 chunks that takes well under a millisecond where Chroma's HNSW query took ~4 ms, and it
-# returns the true nearest (HNSW's approximate top 50 differed past rank 14 in 34 of 600 dev queries, stop 28).
-# Larger collections and a Chroma server are queried through Chroma.
-EXACT_MAX = 20_000
+# knowledge base's ~2,600 chunks a query takes ~0.15 ms where Chroma's HNSW query took ~4 ms, and it returns the true
+# nearest (HNSW's approximate top 50 differed past rank 14 in 34 of 600 dev queries, stop 28). The matrix is read
+# whole for every query: at 12,000 vectors a query took 4-6 ms and at 20,000 5-8 ms here, no faster than HNSW, so
+# larger collections, and a Chroma server, are queried through Chroma.
+EXACT_MAX = 5_000
 _NAME_BAD = re2.compile(r"[^A-Za-z0-9._-]+")
 
 
