@@ -56,7 +56,8 @@ def _bench(row: Row) -> str:
 
 
 def merge(previous: dict, rows: list[Row], m: dict, only: str) -> tuple[list[Row], dict]:
-    """Re-measured rows replace theirs in the last run's table; the other rows are kept as they were.
+    """Re-measured rows replace theirs in the last run's table; the other rows are kept as they were (those of a
+    re-measured benchmark that this run left out, e.g. with ``--quick``, marked "(earlier run)").
 
     A benchmark that failed this time keeps its previous rows (marked, with the failure) rather than
     losing its figures to one "failed" row. The caption says when each benchmark was last measured (why a
@@ -78,7 +79,10 @@ def merge(previous: dict, rows: list[Row], m: dict, only: str) -> tuple[list[Row
             note = now[0].figure
             merged += [Row(**{**r.__dict__, "figure": f"{r.figure} (previous run; re-run {note})"}) for r in before]
         else:
-            merged += now
+            # A partial re-run (--quick: no 1 GiB log, no 100k index) keeps the rows it did not measure, marked.
+            again = {r.what for r in now}
+            merged += now + [Row(**{**r.__dict__, "figure": r.figure if r.figure.endswith("(earlier run)")
+                                    else f"{r.figure} (earlier run)"}) for r in before if r.what not in again]
             measured[name] = f"{m['date']} (load average {m['load_at_start']})"
     machine = {k: v for k, v in previous["machine"].items() if k != "rerun"}
     return merged, {**machine, "measured": measured}

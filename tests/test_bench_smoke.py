@@ -51,3 +51,21 @@ def test_rerun_keeps_other_rows_and_a_failed_benchmarks_previous_figures():
     assert m["measured"] == {"scan": "2026-12-05 (load average 1.0)", "cold": "2026-12-07 (load average 0.3)"}
     assert m["date"] == "2026-12-03"
     assert "Last measured: cold 2026-12-07 (load average 0.3); scan 2026-12-05 (load average 1.0)." in caption(m)
+
+
+def test_quick_rerun_keeps_the_rows_it_did_not_measure():
+    """A `--quick` re-run measures retrieval at 100 and 10k records only: the 100k rows stay, marked as older."""
+    from bench.all import merge
+    from bench.common import Row
+
+    previous = {"machine": {"date": "2026-12-03", "measured": {}},
+                "rows": [Row("retrieval 100", "15 ms", command="python -m bench.retrieval").__dict__,
+                         Row("retrieval 100k", "25 ms", command="python -m bench.retrieval").__dict__,
+                         Row("web", "500 MiB", command="python -m bench.web").__dict__]}
+    rows = [Row("retrieval 100", "14 ms", command="python -m bench.retrieval")]
+    merged, _ = merge(previous, rows, {"date": "2026-12-08", "load_at_start": 0.3}, "retrieval")
+    assert [(r.what, r.figure) for r in merged] == [("retrieval 100", "14 ms"), ("retrieval 100k", "25 ms (earlier run)"),
+                                                     ("web", "500 MiB")]
+    again, _ = merge({"machine": {"measured": {}}, "rows": [r.__dict__ for r in merged]}, rows,
+                     {"date": "2026-12-09", "load_at_start": 0.3}, "retrieval")
+    assert [r.figure for r in again][1] == "25 ms (earlier run)"  # marked once, not once per re-run
