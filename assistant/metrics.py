@@ -14,6 +14,7 @@ of the recent median below the earlier median. Every finding cites a step and an
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -835,8 +836,8 @@ class MetricsAnalyser:
             for k in np.flatnonzero(bad).tolist():
                 s.window = deque(h[k : k + w].tolist(), maxlen=WINDOW)
                 s.recent = deque([meta(i) for i in range(w + k, w + lag + k)], maxlen=RECENT)
-                before = [r for r in ref if r < k]
-                s.base = median(h[before[-1] : before[-1] + w].tolist()) if before else base0
+                j = bisect_left(ref, k)  # the last refresh before this point set the base it is checked against
+                s.base = median(h[ref[j - 1] : ref[j - 1] + w].tolist()) if j else base0
                 self._check_drop(s, *self._at(s, at[k], pts[k]), falling=falling)
                 if s.dropped:
                     break
